@@ -1,0 +1,143 @@
+"""``fn.decoders.image`` and ``fn.decoders.image_random_crop``.
+
+CPU: OpenCV's ``imdecode`` (libjpeg-turbo with its default IDCT and upsampling, which matches
+DALI's CPU decode bit for bit on JPEG), then a colour conversion. Output is HWC uint8.
+Mixed: nvImageCodec (nvJPEG hardware engines + hybrid backend) in ``_nvimgcodec.py``, loaded
+only when a mixed decoder is built.
+
+EXIF orientation is applied (DALI's nvImageCodec decoder does the same by default). A truncated
+JPEG (no end-of-image marker) is an error rather than a half-grey picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from ..errors import DecodeError
+from ..graph import Operator, register
+from ..operators._crop_window import RandomCropWindow
+from ..types import DALIImageType, to_image_type
+
+cv2.setNumThreads(1)  # dlpipe parallelises across samples; nested OpenCV threads only contend
+
+
+def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
+    """Decode an encoded image (1-D uint8) to HWC uint8 in ``output_type`` colours."""
+    if data.size == 0:
+        raise DecodeError("decoders.image: empty input (0 bytes)")
+    head = bytes(data[:4])
+    if head[:2] == b"\xff\xd8" and bytes(data[-1024:]).rfind(b"\xff\xd9") < 0:
+        raise DecodeError(
+            f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)")
+    if output_type == DALIImageType.GRAY:
+        img = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)
+    else:
+        img = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if img is None:
+        raise DecodeError(
+            f"decoders.image: cannot decode {data.size} bytes starting {head.hex()}: "
+            "corrupt data or an unsupported format")
+    if img.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to uint8's range
+        img = (img.astype(np.float32) * (255.0 / np.iinfo(img.dtype).max) + 0.5).astype(np.uint8)
+    if output_type == DALIImageType.GRAY:
+        return img[:, :, None]
+    if output_type == DALIImageType.BGR:
+        return img
+    if output_type == DALIImageType.YCbCr:
+        ycrcb = cv2.cvtColor(img, cv2.COLOR_BGR2YCrCb)
+        return np.ascontiguousarray(ycrcb[:, :, [0, 2, 1]])
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # RGB and ANY_DATA
+
+
+class _DecoderBase(Operator):
+    devices = ("cpu", "mixed")
+
+    def _setup_decoder(self, output_type, hw_decoder_load, hybrid_huffman_threshold,
+                       device_memory_padding, host_memory_padding, **_hints) -> None:
+        self.output_type = to_image_type(output_type)
+        self.hw_decoder_load = float(hw_decoder_load)
+        self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
+        self.device_memory_padding = int(device_memory_padding)
+        self.host_memory_padding = int(host_memory_padding)
+        self._gpu = None
+
+    def output_layouts(self, input_layouts):
+        return ["HWC"]
+
+    def gpu_impl(self):
+        """The nvImageCodec implementation (built on first use by the GPU stage)."""
+        if self._gpu is None:
+            from ._nvimgcodec import MixedDecoder
+
+            self._gpu = MixedDecoder(self)
+        return self._gpu
+
+    def run_batch(self, inputs, args, params, stream):
+        return self.gpu_impl().decode_batch(inputs[0], params, stream)
+
+
+
+@register(legacy=("ImageDecoder",))
+class ImageDecoder(_DecoderBase):
+    """Decodes JPEG, PNG, BMP, TIFF, WebP, PNM and JPEG 2000 images to HWC uint8.
+
+    Args:
+        output_type: ``types.RGB`` (default), ``BGR``, ``GRAY``, ``YCbCr`` or ``ANY_DATA``.
+        device: ``"cpu"`` or ``"mixed"`` (GPU output; nvJPEG hardware where available).
+        hw_decoder_load, hybrid_huffman_threshold, device_memory_padding, host_memory_padding,
+        preallocate_width_hint, preallocate_height_hint, affine, use_fast_idct,
+        jpeg_fancy_upsampling, adjust_orientation, dtype: accepted as in DALI.
+    """
+
+    schema = "decoders.image"
+
+    def setup(self, *, output_type=DALIImageType.RGB, hw_decoder_load=0.9,
+              hybrid_huffman_threshold=1000 * 1000, device_memory_padding=16 * 1024 * 1024,
+              host_memory_padding=8 * 1024 * 1024, device_memory_padding_jpeg2k=0,
+              host_memory_padding_jpeg2k=0, preallocate_width_hint=0, preallocate_height_hint=0,
+              affine=True, use_fast_idct=False, jpeg_fancy_upsampling=False,
+              adjust_orientation=True, dtype=None, cache_size=0, cache_type="",
+              memory_stats=False, split_stages=False, use_chunk_allocator=False) -> None:
+        self._setup_decoder(output_type, hw_decoder_load, hybrid_huffman_threshold,
+                            device_memory_padding, host_memory_padding)
+
+    def run_sample(self, inputs, args, param):
+        return decode_cpu(inputs[0], self.output_type)
+
+
+@register(legacy=("ImageDecoderRandomCrop",))
+class ImageDecoderRandomCrop(_DecoderBase):
+    """Decodes a random crop window of each image (the ResNet "random resized crop" window).
+
+    Args:
+        random_area: [min, max] share of the image area (default [0.08, 1.0]).
+        random_aspect_ratio: [min, max] width/height (default [3/4, 4/3]).
+        num_attempts: tries before falling back to the whole (clamped) image (default 10).
+        output_type, device, seed and the decoder hints as for ``decoders.image``.
+    """
+
+    schema = "decoders.image_random_crop"
+    is_random = True
+
+    def setup(self, *, output_type=DALIImageType.RGB, random_area: Sequence[float] = (0.08, 1.0),
+              random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3), num_attempts: int = 10,
+              hw_decoder_load=0.9, hybrid_huffman_threshold=1000 * 1000,
+              device_memory_padding=16 * 1024 * 1024, host_memory_padding=8 * 1024 * 1024,
+              preallocate_width_hint=0, preallocate_height_hint=0, affine=True,
+              use_fast_idct=False, jpeg_fancy_upsampling=False, adjust_orientation=True,
+              dtype=None) -> None:
+        self._setup_decoder(output_type, hw_decoder_load, hybrid_huffman_threshold,
+                            device_memory_padding, host_memory_padding)
+        self.window = RandomCropWindow(random_area, random_aspect_ratio, num_attempts,
+                                       who=self.schema)
+
+    def batch_params(self, n):
+        return list(self.window.draw(self.rng, n))
+
+    def run_sample(self, inputs, args, param):
+        img = decode_cpu(inputs[0], self.output_type)
+        y, x, h, w = self.window.window(img.shape[0], img.shape[1], param)
+        return np.ascontiguousarray(img[y : y + h, x : x + w])

@@ -1,0 +1,278 @@
+"""The staged executor: CPU stage (per-sample work on a thread pool) -> mixed/GPU stage.
+
+One iteration produces one batch:
+
+1. *Parameters*: on the stage thread, in graph order, every operator draws its per-sample
+   parameters (reader positions, random numbers). Sequential, so the batches do not depend on
+   the thread count.
+2. *CPU stage*: the CPU operators run per sample; ``num_threads`` workers pull sample indices
+   from a shared counter, each running the whole chain of per-sample operators for its sample.
+   A batch-level operator splits the chain into segments.
+3. *GPU stage* (when the graph has mixed/GPU operators): a second thread runs them batch-wise on
+   the pipeline's CUDA stream (``executor_gpu.py``).
+
+With ``exec_async`` the stages run on their own threads and up to ``prefetch_queue_depth``
+iterations are in flight; ``schedule()`` hands out tickets the way DALI's ``schedule_run``
+does (the first call queues the whole depth). Any exception in a worker or stage is re-raised
+in the caller of ``get()``, naming the operator, the sample and its file.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import DlpipeError, PipelineError
+from .graph import DataNode, OpNode
+from .tensors import TensorListCPU
+
+
+@dataclass
+class Workspace:
+    """The data of one iteration, keyed by DataNode."""
+
+    iteration: int
+    batch_size: int
+    values: dict[DataNode, list] = field(default_factory=dict)
+    source_info: list[str] = field(default_factory=list)
+    params: dict[OpNode, list | None] = field(default_factory=dict)
+    gpu: Any = None  # per-iteration GPU state (events, buffers), owned by the GPU stage
+
+
+class _Failure:
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> BaseException:
+    where = f"operator {node.op.schema!r} (name {node.name!r}), sample {i} of iteration {ws.iteration}"
+    if ws.source_info and ws.source_info[i]:
+        where += f", file {ws.source_info[i]!r}"
+    if isinstance(exc, DlpipeError):
+        try:
+            new = type(exc)(f"{exc} [in {where}]")
+            new.__cause__ = exc.__cause__
+            return new
+        except Exception:  # pragma: no cover - a subclass with another signature
+            pass
+    err = PipelineError(f"{type(exc).__name__}: {exc} [in {where}]")
+    err.__cause__ = exc
+    return err
+
+
+class Executor:
+    """Runs the operators of a built graph; see the module docstring.
+
+    Args:
+        cpu_ops: CPU operator nodes in topological order.
+        outputs: the pipeline's output nodes.
+        layouts: layout per DataNode.
+        batch_size: samples per iteration.
+        num_threads: CPU worker threads.
+        depth: iterations queued by the first ``schedule()``.
+        run_async: run stages on background threads.
+        gpu_stage: optional callable finishing a workspace on the GPU and returning outputs.
+    """
+
+    def __init__(self, cpu_ops: Sequence[OpNode], outputs: Sequence[DataNode],
+                 layouts: dict[DataNode, str], batch_size: int, num_threads: int, depth: int,
+                 run_async: bool, gpu_stage: Callable[[Workspace], tuple] | None = None):
+        self.cpu_ops = list(cpu_ops)
+        self.outputs = list(outputs)
+        self.layouts = layouts
+        self.batch_size = batch_size
+        self.num_threads = num_threads
+        self.depth = max(1, depth)
+        self.run_async = run_async
+        self.gpu_stage = gpu_stage
+        self._segments = self._split_segments()
+        self._pool = (
+            ThreadPoolExecutor(num_threads, thread_name_prefix="dlpipe-worker")
+            if num_threads > 1 else None
+        )
+        self._iteration = 0
+        self._scheduled = 0
+        self._first = True
+        self._closed = False
+        self._failed: BaseException | None = None
+        self._tickets: queue.Queue = queue.Queue()
+        self._done: queue.Queue = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        if run_async:
+            self._start_threads()
+
+    # --- scheduling -------------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Queue one iteration (the whole prefetch depth on the first call)."""
+        n = self.depth if self._first else 1
+        self._first = False
+        self._scheduled += n
+        if self.run_async:
+            for _ in range(n):
+                self._tickets.put(True)
+
+    def pending(self) -> int:
+        """Iterations scheduled but not yet taken by ``get()``."""
+        return self._scheduled
+
+    def get(self) -> tuple:
+        """The outputs of the oldest scheduled iteration (blocks until ready)."""
+        if self._failed is not None:
+            raise PipelineError(
+                f"the pipeline is no longer valid after an earlier error: {self._failed}"
+            ) from self._failed
+        if self._scheduled == 0:
+            raise StopIteration
+        self._scheduled -= 1
+        if not self.run_async:
+            try:
+                return self._finish(self._run_cpu())
+            except BaseException as e:
+                self._failed = e
+                raise
+        item = self._done.get()
+        if isinstance(item, _Failure):
+            self._failed = item.exc
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._tickets.put(None)
+        for t in self._threads:
+            t.join(timeout=10)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # --- threads ----------------------------------------------------------------------------
+    def _start_threads(self) -> None:
+        if self.gpu_stage is None:
+            self._threads = [threading.Thread(
+                target=self._stage_loop, args=(self._tickets, self._done, self._cpu_then_finish),
+                name="dlpipe-cpu-stage", daemon=True)]
+        else:
+            mid: queue.Queue = queue.Queue()
+            self._threads = [
+                threading.Thread(target=self._stage_loop,
+                                 args=(self._tickets, mid, lambda _: self._run_cpu()),
+                                 name="dlpipe-cpu-stage", daemon=True),
+                threading.Thread(target=self._stage_loop, args=(mid, self._done, self._finish),
+                                 name="dlpipe-gpu-stage", daemon=True),
+            ]
+        for t in self._threads:
+            t.start()
+
+    def _cpu_then_finish(self, _ticket) -> tuple:
+        return self._finish(self._run_cpu())
+
+    def _stage_loop(self, inbox: queue.Queue, outbox: queue.Queue, fn: Callable) -> None:
+        failed = False
+        while True:
+            item = inbox.get()
+            if item is None or self._closed:
+                outbox.put(None)
+                return
+            if failed or isinstance(item, _Failure):
+                outbox.put(item if isinstance(item, _Failure) else _Failure(
+                    PipelineError("skipped after an earlier error")))
+                failed = True
+                continue
+            try:
+                outbox.put(fn(item))
+            except BaseException as e:  # re-raised in the consumer
+                failed = True
+                outbox.put(_Failure(e))
+
+    # --- the CPU stage ------------------------------------------------------------------------
+    def _split_segments(self) -> list[tuple[bool, list[OpNode]]]:
+        """Runs of per-sample operators, split at batch-level operators."""
+        segments: list[tuple[bool, list[OpNode]]] = []
+        for node in self.cpu_ops:
+            if node.op.batch_level:
+                segments.append((True, [node]))
+            elif segments and not segments[-1][0]:
+                segments[-1][1].append(node)
+            else:
+                segments.append((False, [node]))
+        return segments
+
+    def _run_cpu(self) -> Workspace:
+        n = self.batch_size
+        ws = Workspace(self._iteration, n)
+        self._iteration += 1
+        source_info: list[str] | None = None
+        for node in self.cpu_ops:
+            params = node.op.batch_params(n)
+            ws.params[node] = params
+            if node.op.is_reader and source_info is None and params is not None:
+                source_info = [node.op.source_info(p) for p in params]
+        ws.source_info = source_info or [""] * n
+        for node in self.cpu_ops:
+            for out in node.outputs:
+                ws.values[out] = [None] * n
+        for batch_level, nodes in self._segments:
+            if batch_level:
+                node = nodes[0]
+                inputs = [ws.values[x] for x in node.inputs]
+                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                try:
+                    outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
+                except BaseException as e:
+                    raise _sample_error(e, node, 0, ws) from None
+                for out, vals in zip(node.outputs, outs, strict=True):
+                    ws.values[out] = list(vals)
+            else:
+                self._run_samples(nodes, ws)
+        return ws
+
+    def _run_samples(self, nodes: list[OpNode], ws: Workspace) -> None:
+        errors: list[BaseException] = []
+        indices = iter(range(ws.batch_size))
+
+        def drain() -> None:
+            for i in indices:  # next() on a range iterator is atomic under the GIL
+                if errors:
+                    return
+                for node in nodes:
+                    try:
+                        self._run_one(node, i, ws)
+                    except BaseException as e:
+                        errors.append(_sample_error(e, node, i, ws))
+                        return
+
+        if self._pool is None:
+            drain()
+        else:
+            futures = [self._pool.submit(drain) for _ in range(self.num_threads)]
+            for f in futures:
+                f.result()
+        if errors:
+            raise errors[0]
+
+    @staticmethod
+    def _run_one(node: OpNode, i: int, ws: Workspace) -> None:
+        values = ws.values
+        inputs = tuple(values[x][i] for x in node.inputs)
+        args = {k: values[x][i] for k, x in node.arg_nodes.items()}
+        params = ws.params[node]
+        out = node.op.run_sample(inputs, args, params[i] if params is not None else None)
+        if len(node.outputs) == 1:
+            values[node.outputs[0]][i] = out[0] if isinstance(out, tuple) else out
+        else:
+            for dn, v in zip(node.outputs, out, strict=True):
+                values[dn][i] = v
+
+    def _finish(self, ws: Workspace) -> tuple:
+        if self.gpu_stage is not None:
+            return self.gpu_stage(ws)
+        return tuple(
+            TensorListCPU(ws.values[x], self.layouts.get(x, ""), ws.source_info)
+            for x in self.outputs
+        )

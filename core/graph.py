@@ -1,0 +1,307 @@
+"""Graph capture: DataNodes, the operator base class, the registry and device placement.
+
+An operator call inside ``with pipe:`` (``fn.resize(images, size=224)``) builds an
+:class:`Operator` (its arguments are checked right there), wraps it in an :class:`OpNode` that
+records its inputs, and returns one :class:`DataNode` per output. Nothing runs until the
+pipeline's executor does.
+
+Execution contract for an operator implementation (see ``executor.py``):
+
+* ``batch_params(n)`` runs once per iteration, sequentially, on the stage thread. Anything
+  random is drawn here from ``self.rng`` so results do not depend on the thread count. It
+  returns a list of ``n`` per-sample parameters (or ``None``).
+* ``run_sample(inputs, args, param)`` runs per sample on the CPU thread pool. ``inputs`` is a
+  tuple of numpy arrays, ``args`` a dict of per-sample argument-input values (numpy scalars or
+  arrays) and ``param`` the sample's entry of ``batch_params``. It returns one array per output
+  (a single array or a tuple).
+* GPU operators implement ``run_batch(inputs, args, params, stream)`` instead, where every input
+  is a list of CuPy arrays (the whole batch), and run one launch per batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, PipelineError
+
+DEVICES = ("cpu", "mixed", "gpu")
+_STAGE = {"cpu": 0, "mixed": 1, "gpu": 2}
+
+
+class DataNode:
+    """A symbolic batch: one output of one operator in a pipeline graph."""
+
+    def __init__(self, name: str, device: str, source: OpNode | None, index: int = 0):
+        self.name = name
+        self.device = device
+        self.source = source
+        self.index = index
+
+    def gpu(self) -> DataNode:
+        """Copy this CPU node to the GPU (through pinned memory)."""
+        if self.device == "gpu":
+            return self
+        from . import operators  # noqa: F401  (registers "_copy_to_gpu")
+
+        return _call_operator("_copy_to_gpu", (self,), {"device": "mixed"})[0]
+
+    def cpu(self) -> DataNode:
+        """Copy a GPU node back to the host (dlpipe allows GPU -> CPU, unlike classic DALI)."""
+        if self.device == "cpu":
+            return self
+        raise PipelineError(
+            f"DataNode {self.name!r}: GPU -> CPU transfer inside the graph is not supported; "
+            "use TensorListGPU.as_cpu() on the pipeline output instead"
+        )
+
+    def __repr__(self) -> str:
+        return f"DataNode(name={self.name!r}, device={self.device!r})"
+
+
+class Operator:
+    """Base class of every operator implementation.
+
+    Subclasses set the class attributes below and check their arguments in ``__init__`` (build
+    time), raising :class:`ArgumentError` that names the argument and its value.
+
+    Attributes:
+        schema: the fn name, dotted for submodules (``"resize"``, ``"readers.file"``).
+        devices: devices the operator supports.
+        num_inputs: (min, max) positional inputs.
+        num_outputs: how many outputs one call returns.
+        arg_inputs: keyword arguments that may be given a (CPU) DataNode, per sample.
+        is_random: True if the operator draws from ``self.rng`` (gets a seed from the pipeline).
+        is_reader: True for readers (have ``reader_meta`` and a ``name``).
+        batch_level: True when ``run_sample`` is not used: ``run_batch_cpu`` gets whole batches.
+    """
+
+    schema: str = ""
+    devices: tuple[str, ...] = ("cpu",)
+    num_inputs: tuple[int, int] = (1, 1)
+    num_outputs: int = 1
+    arg_inputs: frozenset[str] = frozenset()
+    is_random: bool = False
+    is_reader: bool = False
+    batch_level: bool = False
+
+    def __init__(self, device: str = "cpu", seed: int | None = None, name: str | None = None,
+                 **kwargs: Any):
+        if device not in self.devices:
+            raise ArgumentError(
+                f"{self.schema}: device={device!r} is not supported; use one of {self.devices}"
+            )
+        unknown = set(kwargs) - self.accepted_args()
+        if unknown:
+            raise ArgumentError(f"{self.schema}: unknown argument(s) {sorted(unknown)}")
+        self.device = device
+        self.seed = seed
+        self.name = name
+        self.rng: np.random.Generator | None = None
+        # Per-operator defaults filled in by subclasses from kwargs.
+        self.setup(**kwargs)
+
+    # --- subclass API -------------------------------------------------------------------
+    @classmethod
+    def accepted_args(cls) -> set[str]:
+        """Names of keyword arguments ``setup`` takes."""
+        import inspect
+
+        params = inspect.signature(cls.setup).parameters
+        return {n for n, p in params.items() if n != "self" and p.kind is p.KEYWORD_ONLY}
+
+    def setup(self, **kwargs: Any) -> None:
+        """Check and store the arguments (keyword-only parameters of the override)."""
+
+    def output_devices(self) -> list[str]:
+        dev = "gpu" if self.device in ("mixed", "gpu") else "cpu"
+        return [dev] * self.num_outputs
+
+    def output_layouts(self, input_layouts: Sequence[str]) -> list[str]:
+        """Layout string of each output, given the input layouts ("" when unknown)."""
+        return [input_layouts[0] if input_layouts else ""] * self.num_outputs
+
+    def bind_rng(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def batch_params(self, n: int) -> list | None:
+        return None
+
+    def run_sample(self, inputs: tuple, args: dict, param: Any):
+        raise NotImplementedError(f"{self.schema} has no CPU implementation")
+
+    def run_batch(self, inputs: list, args: dict, params: list | None, stream: Any):
+        raise NotImplementedError(f"{self.schema} has no GPU implementation")
+
+
+class OpNode:
+    """One operator instance in a graph, with its inputs and outputs."""
+
+    def __init__(self, op: Operator, inputs: Sequence[DataNode], arg_nodes: dict[str, DataNode],
+                 name: str):
+        self.op = op
+        self.inputs = list(inputs)
+        self.arg_nodes = dict(arg_nodes)
+        self.name = name
+        self.outputs: list[DataNode] = []
+
+    @property
+    def device(self) -> str:
+        return self.op.device
+
+    def __repr__(self) -> str:
+        return f"OpNode({self.op.schema!r}, name={self.name!r}, device={self.device!r})"
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+REGISTRY: dict[str, type[Operator]] = {}
+LEGACY_NAMES: dict[str, str] = {}  # ops.FileReader -> "readers.file"
+
+
+def register(cls: type[Operator] | None = None, *, legacy: Sequence[str] = ()):
+    """Class decorator: make an operator reachable as ``fn.<schema>`` and ``ops.<Name>``."""
+
+    def wrap(c: type[Operator]) -> type[Operator]:
+        if not c.schema:
+            raise TypeError(f"{c.__name__} has no schema name")
+        REGISTRY[c.schema] = c
+        for alias in legacy:
+            LEGACY_NAMES[alias] = c.schema
+        return c
+
+    return wrap(cls) if cls is not None else wrap
+
+
+# --- graph building -----------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def current_pipeline():
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def push_pipeline(pipe) -> None:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    _local.stack.append(pipe)
+
+
+def pop_pipeline():
+    return _local.stack.pop()
+
+
+def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode]:
+    """Build an operator and add one instance of it to the current pipeline."""
+    pipe = current_pipeline()
+    if pipe is None:
+        raise PipelineError(
+            f"fn.{schema} called outside a pipeline: call it inside `with pipe:` or a "
+            "@pipeline_def function"
+        )
+    cls = REGISTRY[schema]
+    static = {k: v for k, v in kwargs.items() if not isinstance(v, DataNode)}
+    arg_nodes = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    for k, node in arg_nodes.items():
+        if k not in cls.arg_inputs:
+            raise ArgumentError(f"{schema}: argument {k!r} does not accept a DataNode")
+        if node.device != "cpu":
+            raise ArgumentError(
+                f"{schema}: argument input {k!r} must be a CPU node, got {node.device!r}"
+            )
+    for i, x in enumerate(inputs):
+        if not isinstance(x, DataNode):
+            raise ArgumentError(f"{schema}: input {i} must be a DataNode, got {type(x).__name__}")
+    lo, hi = cls.num_inputs
+    if not lo <= len(inputs) <= hi:
+        raise ArgumentError(f"{schema}: takes {lo}..{hi} inputs, got {len(inputs)}")
+    if "device" not in static:
+        # DALI: "gpu" when any positional input is on the GPU, else "cpu".
+        static["device"] = "gpu" if any(x.device == "gpu" for x in inputs) else "cpu"
+    op = cls(**static)
+    _check_placement(op, inputs)
+    name = op.name or f"__{cls.__name__}_{pipe._next_op_id()}"
+    node = OpNode(op, inputs, arg_nodes, name)
+    node.outputs = [
+        DataNode(f"{name}[{i}]", dev, node, i) for i, dev in enumerate(op.output_devices())
+    ]
+    pipe._add_op(node)
+    return node.outputs
+
+
+def _check_placement(op: Operator, inputs: Sequence[DataNode]) -> None:
+    for x in inputs:
+        if op.device == "cpu" and x.device == "gpu":
+            raise PipelineError(
+                f"{op.schema}: a CPU operator cannot take the GPU node {x.name!r}; "
+                "put this operator on the GPU (device='gpu') or move it before the transfer"
+            )
+        if op.device == "mixed" and x.device != "cpu":
+            raise PipelineError(f"{op.schema}: a mixed operator takes CPU inputs, got {x.name!r}")
+
+
+def make_fn(schema: str) -> Callable[..., Any]:
+    """The ``fn.<schema>`` function: builds one operator instance, returns its output node(s)."""
+    cls = REGISTRY[schema]
+
+    def fn(*inputs, **kwargs):
+        outs = _call_operator(schema, inputs, kwargs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    fn.__name__ = schema.rsplit(".", 1)[-1]
+    fn.__qualname__ = fn.__name__
+    fn.__doc__ = cls.__doc__
+    return fn
+
+
+def make_ops_class(schema: str) -> type:
+    """The legacy ``ops.<Name>`` class: arguments at construction, inputs at call time.
+
+    Every call of the same object adds a new operator instance with the same arguments.
+    """
+    cls = REGISTRY[schema]
+
+    class LegacyOp:
+        __doc__ = cls.__doc__
+
+        def __init__(self, **kwargs):
+            unknown = set(kwargs) - cls.accepted_args() - {"device", "seed", "name"}
+            unknown -= cls.arg_inputs
+            if unknown:
+                raise ArgumentError(f"{schema}: unknown argument(s) {sorted(unknown)}")
+            self._kwargs = kwargs
+
+        def __call__(self, *inputs, **arg_inputs):
+            outs = _call_operator(schema, inputs, {**self._kwargs, **arg_inputs})
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+    LegacyOp.__name__ = LegacyOp.__qualname__ = schema_to_class_name(schema)
+    return LegacyOp
+
+
+def schema_to_class_name(schema: str) -> str:
+    last = schema.rsplit(".", 1)[-1]
+    return "".join(p[:1].upper() + p[1:] for p in last.split("_"))
+
+
+def attach(module, schema: str, obj: Any, name: str | None = None) -> None:
+    """Set ``obj`` at ``schema``'s dotted path under ``module``, making submodules as needed
+    (``readers.file`` -> ``module.readers.file``)."""
+    import sys
+    import types
+
+    *path, last = schema.split(".")
+    target = module
+    for part in path:
+        sub = getattr(target, part, None)
+        if sub is None:
+            sub = types.ModuleType(f"{target.__name__}.{part}")
+            setattr(target, part, sub)
+            sys.modules[sub.__name__] = sub
+        target = sub
+    setattr(target, name or last, obj)

@@ -1,0 +1,417 @@
+"""``Pipeline`` and ``pipeline_def``: graph capture, build, run, reader metadata.
+
+Example:
+    >>> from dlpipe import pipeline_def, fn
+    >>> @pipeline_def(batch_size=32, num_threads=4, device_id=0)
+    ... def pipe(root):
+    ...     jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+    ...     images = fn.decoders.image(jpegs, device="cpu")
+    ...     return fn.resize(images, size=(224, 224)), labels
+    >>> p = pipe("/data/train")
+    >>> images, labels = p.run()
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, PipelineError
+from .executor import Executor
+from .graph import DataNode, OpNode, current_pipeline, pop_pipeline, push_pipeline
+from .types import to_dali_dtype
+
+
+def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
+    if isinstance(depth, dict):
+        if not exec_async:
+            raise ValueError("prefetch_queue_depth as a dict (separated queues) needs exec_async=True")
+        unknown = set(depth) - {"cpu_size", "gpu_size"}
+        if unknown:
+            raise ValueError(f"prefetch_queue_depth: unknown keys {sorted(unknown)}")
+        cpu, gpu = int(depth.get("cpu_size", 2)), int(depth.get("gpu_size", 2))
+        separated = True
+    elif isinstance(depth, int | np.integer) and not isinstance(depth, bool):
+        cpu = gpu = int(depth)
+        separated = False
+    else:
+        raise TypeError(
+            f"prefetch_queue_depth={depth!r} must be an int or a dict with cpu_size/gpu_size"
+        )
+    if cpu < 1 or gpu < 1:
+        raise ValueError(f"prefetch_queue_depth={depth!r}: queue sizes must be >= 1")
+    return cpu, gpu, separated
+
+
+class Pipeline:
+    """A data-processing graph and the engine that runs it.
+
+    Args:
+        batch_size: the maximum (and, for readers, the actual) number of samples per batch.
+        num_threads: CPU worker threads for per-sample operators.
+        device_id: the GPU to use for mixed/GPU operators. A graph with CPU operators only
+            never touches CUDA, whatever this is, so ``device_id=0`` works on a machine without
+            a GPU (DALI refuses that).
+        seed: the pipeline seed; each operator without its own ``seed=`` takes the next seed
+            derived from it, in the order operators were added. ``None`` or -1: random.
+        exec_pipelined, exec_async: with both True (default) stages run on background threads
+            with ``prefetch_queue_depth`` iterations in flight; otherwise ``run()`` is
+            synchronous.
+        prefetch_queue_depth: an int, or ``{"cpu_size": x, "gpu_size": y}``.
+        output_dtype, output_ndim: optional expected type / rank per output (a single value
+            applies to all); a mismatch raises after the iteration.
+        Other DALI arguments (``bytes_per_sample``, ``set_affinity``, ``max_streams``,
+        ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
+        accepted as hints.
+    """
+
+    def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = None,
+                 seed: int | None = None, exec_pipelined: bool = True,
+                 prefetch_queue_depth: int | dict = 2, exec_async: bool = True,
+                 bytes_per_sample: int = 0, set_affinity: bool = False, max_streams: int = -1,
+                 default_cuda_stream_priority: int = 0, *, enable_memory_stats: bool = False,
+                 exec_dynamic: bool | None = None, output_dtype=None, output_ndim=None):
+        self._max_batch_size = batch_size
+        self._num_threads = num_threads
+        self._device_id = device_id
+        if seed is None or seed == -1:
+            seed = int(time.time_ns() % (2**31))
+        elif seed < 0:
+            warnings.warn(f"seed={seed} is negative; using its absolute value", stacklevel=2)
+            seed = -seed
+        self._seed = int(seed)
+        self._exec_pipelined = exec_pipelined
+        self._exec_async = exec_async
+        self._cpu_size, self._gpu_size, self._separated = _parse_queue_depth(
+            prefetch_queue_depth, exec_async)
+        self._prefetch_queue_depth = prefetch_queue_depth
+        self._exec_dynamic = exec_dynamic
+        self._output_dtype = output_dtype
+        self._output_ndim = output_ndim
+        self._ops: list[OpNode] = []
+        self._outputs: list[DataNode] | None = None
+        self._built = False
+        self._executor: Executor | None = None
+        self._shared: tuple | None = None
+        self._api_type: str | None = None
+        self._readers: dict[str, Any] = {}
+        self._epoch_idx = 0
+
+    # --- properties -----------------------------------------------------------------------
+    @property
+    def max_batch_size(self) -> int:
+        return self._max_batch_size
+
+    @property
+    def batch_size(self) -> int:
+        return self._max_batch_size
+
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @property
+    def device_id(self) -> int | None:
+        return self._device_id
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def exec_pipelined(self) -> bool:
+        return self._exec_pipelined
+
+    @property
+    def exec_async(self) -> bool:
+        return self._exec_async
+
+    @property
+    def prefetch_queue_depth(self):
+        return self._prefetch_queue_depth
+
+    @property
+    def cpu_queue_size(self) -> int:
+        return self._cpu_size
+
+    @property
+    def gpu_queue_size(self) -> int:
+        return self._gpu_size
+
+    @property
+    def exec_separated(self) -> bool:
+        return self._separated
+
+    # --- graph definition -----------------------------------------------------------------
+    def __enter__(self) -> Pipeline:
+        push_pipeline(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pop_pipeline()
+
+    @staticmethod
+    def current() -> Pipeline | None:
+        return current_pipeline()
+
+    @staticmethod
+    def push_current(pipe: Pipeline) -> None:
+        push_pipeline(pipe)
+
+    @staticmethod
+    def pop_current() -> Pipeline:
+        return pop_pipeline()
+
+    def _next_op_id(self) -> int:
+        return len(self._ops)
+
+    def _add_op(self, node: OpNode) -> None:
+        if self._built:
+            raise PipelineError("cannot add operators to a pipeline that is already built")
+        if any(n.name == node.name for n in self._ops):
+            raise ArgumentError(f"operator name {node.name!r} is used twice in this pipeline")
+        self._ops.append(node)
+
+    def set_outputs(self, *outputs: DataNode) -> None:
+        """Fix the pipeline outputs (CPU or GPU DataNodes)."""
+        if self._has_define_graph():
+            raise PipelineError("Duplicate graph definition: define_graph and set_outputs")
+        for i, x in enumerate(outputs):
+            if not isinstance(x, DataNode):
+                raise ArgumentError(f"output {i} must be a DataNode, got {type(x).__name__}")
+        self._outputs = list(outputs)
+
+    def define_graph(self):
+        """Override in a subclass (legacy style) to return the output DataNodes."""
+        raise NotImplementedError
+
+    def _has_define_graph(self) -> bool:
+        return type(self).define_graph is not Pipeline.define_graph
+
+    # --- build ---------------------------------------------------------------------------
+    def build(self) -> None:
+        """Check the graph and start the executor. Optional: the first use builds it."""
+        if self._built:
+            return
+        if self._max_batch_size is None or self._max_batch_size < 1:
+            raise ArgumentError(f"batch_size={self._max_batch_size} must be >= 1")
+        if self._num_threads is None or self._num_threads < 1:
+            raise ArgumentError(f"num_threads={self._num_threads} must be >= 1")
+        if self._has_define_graph():
+            with self:
+                outs = self.define_graph()
+            if isinstance(outs, DataNode):
+                outs = [outs]
+            self._outputs = list(outs)
+        if self._outputs is None:
+            raise PipelineError("the pipeline has no outputs: call set_outputs() or use @pipeline_def")
+        ops = self._reachable_ops()
+        seeds = np.random.SeedSequence(self._seed).generate_state(max(1, len(self._ops)), np.uint32)
+        for i, node in enumerate(self._ops):
+            op = node.op
+            if op.is_random:
+                op.bind_rng(op.seed if op.seed is not None and op.seed >= 0 else int(seeds[i]))
+        for node in ops:
+            if node.op.is_reader and node.op.name:
+                self._readers[node.op.name] = node.op
+        layouts = self._layouts(ops)
+        cpu_ops = [n for n in ops if n.device == "cpu"]
+        gpu_ops = [n for n in ops if n.device != "cpu"]
+        gpu_stage = None
+        if gpu_ops or any(x.device == "gpu" for x in self._outputs):
+            from .executor_gpu import GpuStage
+
+            gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts)
+        depth = self._cpu_size + (self._gpu_size if self._separated else 0)
+        self._executor = Executor(
+            cpu_ops, self._outputs, layouts, self._max_batch_size, self._num_threads,
+            depth if self._exec_pipelined else 1,
+            self._exec_async and self._exec_pipelined, gpu_stage)
+        self._built = True
+
+    def _reachable_ops(self) -> list[OpNode]:
+        seen: set[int] = set()
+        stack = [x.source for x in self._outputs if x.source is not None]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack += [x.source for x in node.inputs if x.source is not None]
+            stack += [x.source for x in node.arg_nodes.values() if x.source is not None]
+        return [n for n in self._ops if id(n) in seen]  # creation order is topological
+
+    @staticmethod
+    def _layouts(ops: Sequence[OpNode]) -> dict[DataNode, str]:
+        layouts: dict[DataNode, str] = {}
+        for node in ops:
+            ins = [layouts.get(x, "") for x in node.inputs]
+            for dn, lay in zip(node.outputs, node.op.output_layouts(ins), strict=True):
+                layouts[dn] = lay
+        return layouts
+
+    # --- running -------------------------------------------------------------------------
+    def _set_api(self, kind: str) -> None:
+        if self._api_type is None:
+            self._api_type = kind
+        elif self._api_type != kind:
+            raise PipelineError(
+                f"Mixing pipeline API type: this pipeline is used through {self._api_type!r}, "
+                f"now called through {kind!r}"
+            )
+
+    def run(self, **inputs) -> tuple:
+        """Run one iteration and return its outputs: a tuple of TensorLists."""
+        if inputs:
+            raise ArgumentError(f"run() got inputs {sorted(inputs)}, but the graph has no external sources")
+        self._set_api("basic")
+        self._schedule()
+        return self._outputs_impl()
+
+    def schedule_run(self) -> None:
+        """Queue an iteration (the first call queues ``prefetch_queue_depth`` of them)."""
+        if self._api_type != "iterator":
+            self._set_api("scheduled")
+        self._schedule()
+
+    def _schedule(self) -> None:
+        self.build()
+        self._executor.schedule()
+
+    def share_outputs(self) -> tuple:
+        """The next outputs, without giving the previous ones back."""
+        if self._api_type != "iterator":
+            self._set_api("scheduled")
+        self.build()
+        self._shared = self._executor.get()
+        self._check_outputs(self._shared)
+        return self._shared
+
+    def release_outputs(self) -> None:
+        """Give the shared outputs back (CPU batches stay valid: they are never reused)."""
+        self._shared = None
+
+    def outputs(self) -> tuple:
+        """``release_outputs()`` then ``share_outputs()``."""
+        if self._api_type != "iterator":
+            self._set_api("scheduled")
+        return self._outputs_impl()
+
+    def _outputs_impl(self) -> tuple:
+        self.release_outputs()
+        self.build()
+        out = self._executor.get()
+        self._check_outputs(out)
+        return out
+
+    def _check_outputs(self, outs: tuple) -> None:
+        for attr, check in (("_output_dtype", "dtype"), ("_output_ndim", "ndim")):
+            want = getattr(self, attr)
+            if want is None:
+                continue
+            wants = want if isinstance(want, list | tuple) else [want] * len(outs)
+            for i, (tl, w) in enumerate(zip(outs, wants, strict=False)):
+                if w is None:
+                    continue
+                got = tl.dtype if check == "dtype" else tl.ndim()
+                if (check == "dtype" and got != to_dali_dtype(w)) or (check == "ndim" and got != w):
+                    raise PipelineError(f"output {i}: expected {check} {w}, got {got}")
+
+    def empty(self) -> bool:
+        """True when no scheduled iteration is waiting."""
+        return self._executor is None or self._executor.pending() == 0
+
+    def reset(self) -> None:
+        """Start a new epoch index. Readers stream on regardless (as in DALI)."""
+        self._epoch_idx += 1
+
+    def close(self) -> None:
+        """Stop the executor's threads. The pipeline cannot run afterwards."""
+        if self._executor is not None:
+            self._executor.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # --- reader metadata -------------------------------------------------------------------
+    def reader_meta(self, name: str | None = None) -> dict:
+        """Reader metadata (DALI's ``epoch_size``, ``epoch_size_padded``, ``number_of_shards``,
+        ``shard_id``, ``pad_last_batch``, ``stick_to_shard``); every reader's when no name."""
+        self.build()
+        if name is None:
+            return {n: r.reader_meta() for n, r in self._readers.items()}
+        return self._reader(name).reader_meta()
+
+    def epoch_size(self, name: str | None = None):
+        """``epoch_size_padded`` of reader ``name`` (the whole dataset, not the shard)."""
+        self.build()
+        if name is None:
+            return {n: r.reader_meta()["epoch_size_padded"] for n, r in self._readers.items()}
+        return self._reader(name).reader_meta()["epoch_size_padded"]
+
+    def _reader(self, name: str):
+        if name not in self._readers:
+            raise ArgumentError(
+                f"no reader named {name!r} in this pipeline (readers: {sorted(self._readers)})"
+            )
+        return self._readers[name]
+
+
+# --- pipeline_def ---------------------------------------------------------------------------------
+
+_PIPELINE_ARGS = set(inspect.signature(Pipeline.__init__).parameters) - {"self"}
+
+
+def pipeline_def(fn: Callable | None = None, *, enable_conditionals: bool = False,
+                 **pipeline_kwargs):
+    """Turn a graph-defining function into a function that returns a :class:`Pipeline`.
+
+    Keyword arguments at call time go to the function when it has a parameter of that name
+    (a "shadows" warning if it is also a Pipeline argument), otherwise to the Pipeline; call-time
+    Pipeline arguments override the decorator's. The function's return value (a node, a tuple
+    of nodes or None) becomes the pipeline outputs.
+    """
+    if enable_conditionals:
+        raise ArgumentError("enable_conditionals=True is not supported: dlpipe has no AutoGraph")
+
+    def decorator(func: Callable) -> Callable[..., Pipeline]:
+        params = inspect.signature(func).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"@pipeline_def function {func.__name__!r} must not take **kwargs")
+
+        @functools.wraps(func)
+        def create_pipeline(*args, **kwargs) -> Pipeline:
+            fn_kwargs, pipe_kwargs = {}, {}
+            for k, v in kwargs.items():
+                if k in params:
+                    if k in _PIPELINE_ARGS:
+                        warnings.warn(
+                            f"the argument {k!r} of {func.__name__!r} shadows a Pipeline "
+                            "argument of the same name; it goes to the function", stacklevel=2)
+                    fn_kwargs[k] = v
+                elif k in ("enable_conditionals", "debug"):
+                    continue
+                else:
+                    pipe_kwargs[k] = v
+            pipe = Pipeline(**{**pipeline_kwargs, **pipe_kwargs})
+            with pipe:
+                outs = func(*args, **fn_kwargs)
+            if outs is None:
+                outs = ()
+            elif isinstance(outs, DataNode):
+                outs = (outs,)
+            pipe.set_outputs(*outs)
+            return pipe
+
+        return create_pipeline
+
+    return decorator(fn) if fn is not None else decorator

@@ -1,0 +1,167 @@
+"""Shard, shuffle-buffer, padding and epoch arithmetic shared by every reader.
+
+This is DALI's ``LoaderBase`` behaviour (``dali/operators/reader/loader/loader.h``), written once:
+
+* The dataset of N samples is cut into S shards; shard i is ``[floor(N*i/S), floor(N*(i+1)/S))``.
+* The reader streams forever. Epoch e of reader k reads shard ``(k + e) % S``, or shard k every
+  epoch with ``stick_to_shard``. Physically the read position runs on into the next shard and
+  wraps to 0 at N.
+* Shuffling is a sliding window of ``initial_fill`` samples; samples never mix across epochs, so
+  every epoch is a permutation of its shard.
+* ``pad_last_batch`` repeats the last returned sample until the epoch holds ``ceil(N/S)``
+  samples and the batch is full: every shard then yields ``ceil(ceil(N/S)/B)`` full batches.
+
+The loader hands out *dataset indices*; each reader maps them to its samples.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+# DALI's fixed seed for the one-off global list shuffle (kDaliDataloaderSeed).
+DATALOADER_SEED = 524287
+
+
+def shard_start(n: int, shard_id: int, num_shards: int) -> int:
+    return n * shard_id // num_shards
+
+
+def shard_size(n: int, shard_id: int, num_shards: int) -> int:
+    return shard_start(n, shard_id + 1, num_shards) - shard_start(n, shard_id, num_shards)
+
+
+def padded_shard_size(n: int, num_shards: int) -> int:
+    return -(-n // num_shards)
+
+
+def check_shard_args(shard_id: int, num_shards: int, who: str) -> None:
+    if not isinstance(num_shards, int | np.integer) or num_shards < 1:
+        raise ArgumentError(f"{who}: num_shards={num_shards!r} must be an integer >= 1")
+    if not isinstance(shard_id, int | np.integer) or not 0 <= shard_id < num_shards:
+        raise ArgumentError(
+            f"{who}: shard_id={shard_id!r} must be in [0, num_shards={num_shards})"
+        )
+
+
+class ShardedLoader:
+    """Turns (N, sharding, shuffling, padding) into a stream of dataset indices.
+
+    Args:
+        size: N, the number of samples in the whole dataset.
+        shard_id, num_shards, stick_to_shard, pad_last_batch: as in DALI's readers.
+        initial_fill: shuffle-buffer size F; ignored (F = 1) unless ``random_shuffle``.
+        random_shuffle: shuffle through the buffer with ``rng``.
+        rng: the operator's generator (buffer shuffle only).
+        reorder: optional ``reorder(epoch) -> permutation``, called when the read position
+            enters epoch ``epoch`` (1-based), for ``shuffle_after_epoch``. The permutation maps
+            physical positions to dataset indices.
+        who: the reader's name for error messages.
+    """
+
+    def __init__(self, size: int, *, shard_id: int = 0, num_shards: int = 1,
+                 stick_to_shard: bool = False, pad_last_batch: bool = False,
+                 initial_fill: int = 1024, random_shuffle: bool = False,
+                 rng: np.random.Generator | None = None,
+                 reorder: Callable[[int], np.ndarray] | None = None, who: str = "reader"):
+        check_shard_args(shard_id, num_shards, who)
+        if size < num_shards:
+            raise ArgumentError(
+                f"{who}: num_shards={num_shards} is larger than the dataset ({size} samples)"
+            )
+        if random_shuffle and (not isinstance(initial_fill, int | np.integer) or initial_fill < 1):
+            raise ArgumentError(f"{who}: initial_fill={initial_fill!r} must be an integer >= 1")
+        self.size = size
+        self.shard_id = shard_id
+        self.num_shards = num_shards
+        self.stick_to_shard = stick_to_shard
+        self.pad_last_batch = pad_last_batch
+        self.fill = int(initial_fill) if random_shuffle else 1
+        self.shuffle = random_shuffle
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self._reorder = reorder
+        self._reads = self._read_stream()
+        # The shuffle buffer: a ring of F (epoch, dataset index) slots, oldest at _head.
+        self._ring: list[tuple[int, int]] = []
+        self._head = 0
+        self._per_epoch: Counter[int] = Counter()  # buffered samples per epoch
+        self._epoch = 0  # epoch of the samples being returned
+        self._returned = 0  # samples returned in the current epoch (padding included)
+        self._last: int | None = None
+        self._filled = False
+
+    # --- metadata ---------------------------------------------------------------------------
+    def epoch_shard(self, epoch: int) -> int:
+        return self.shard_id if self.stick_to_shard else (self.shard_id + epoch) % self.num_shards
+
+    def epoch_length(self, epoch: int) -> int:
+        """Real (unpadded) samples reader k reads in epoch ``epoch`` (0-based)."""
+        return shard_size(self.size, self.epoch_shard(epoch), self.num_shards)
+
+    def meta(self) -> dict[str, int]:
+        padded = (
+            padded_shard_size(self.size, self.num_shards) * self.num_shards
+            if self.pad_last_batch else self.size
+        )
+        return {
+            "epoch_size": self.size,
+            "epoch_size_padded": padded,
+            "number_of_shards": self.num_shards,
+            "shard_id": self.shard_id,
+            "pad_last_batch": int(self.pad_last_batch),
+            "stick_to_shard": int(self.stick_to_shard),
+        }
+
+    # --- the stream ---------------------------------------------------------------------------
+    def _read_stream(self) -> Iterator[tuple[int, int]]:
+        """Physical reads: (epoch, dataset index), shard after shard."""
+        order: np.ndarray | None = None
+        epoch = 0
+        while True:
+            if self._reorder is not None:
+                order = self._reorder(epoch + 1)
+            shard = self.epoch_shard(epoch)
+            lo = shard_start(self.size, shard, self.num_shards)
+            hi = shard_start(self.size, shard + 1, self.num_shards)
+            for pos in range(lo, hi):
+                yield epoch, (int(order[pos]) if order is not None else pos)
+            epoch += 1
+
+    def next_batch(self, batch_size: int) -> list[int]:
+        """The dataset indices of the next batch of ``batch_size`` samples."""
+        return [self._next(i, batch_size) for i in range(batch_size)]
+
+    def _next(self, pos_in_batch: int, batch_size: int) -> int:
+        if not self._filled:
+            self._ring = [self._read() for _ in range(self.fill)]
+            self._filled = True
+        if self._returned >= self.epoch_length(self._epoch):
+            padded = padded_shard_size(self.size, self.num_shards)
+            if self.pad_last_batch and (self._returned < padded or pos_in_batch != 0):
+                self._returned += 1
+                return self._last  # type: ignore[return-value]
+            self._epoch += 1
+            self._returned = 0
+        # Current-epoch samples are the oldest slots of the ring (new reads go in as newest).
+        current = self._per_epoch[self._epoch]
+        ring, head, size = self._ring, self._head, self.fill
+        j = int(self.rng.integers(current)) if self.shuffle and current > 1 else 0
+        if j:
+            other = (head + j) % size
+            ring[head], ring[other] = ring[other], ring[head]
+        epoch, index = ring[head]
+        self._per_epoch[epoch] -= 1
+        ring[head] = self._read()
+        self._head = (head + 1) % size
+        self._returned += 1
+        self._last = index
+        return index
+
+    def _read(self) -> tuple[int, int]:
+        item = next(self._reads)
+        self._per_epoch[item[0]] += 1
+        return item

@@ -1,0 +1,198 @@
+"""``fn.readers.file``: raw file bytes and integer labels from a directory tree, a list file or a
+list of paths, sharded and shuffled as DALI's file reader does."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ArgumentError, DataNotFoundError
+from ..graph import Operator, register
+from ._sharding import DATALOADER_SEED, ShardedLoader
+
+# DALI's default ``file_filters`` (known image and audio extensions).
+KNOWN_EXTENSIONS = (
+    "*.jpg", "*.jpeg", "*.png", "*.bmp", "*.gif", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm",
+    "*.pbm", "*.jp2", "*.webp", "*.flac", "*.ogg", "*.wav",
+)
+
+_LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
+
+
+def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
+    if case_sensitive:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+
+
+def list_file_root(root: str, file_filters: Sequence[str], dir_filters: Sequence[str] | None,
+                   case_sensitive: bool) -> tuple[list[str], list[int]]:
+    """The ``file_root`` listing: immediate subdirectories (sorted) are the classes."""
+    if not os.path.isdir(root):
+        raise DataNotFoundError(f"readers.file: file_root={root!r} is not a directory")
+    with os.scandir(root) as it:
+        subdirs = sorted(e.name for e in it if e.is_dir())
+    if dir_filters:
+        subdirs = [d for d in subdirs if _match(d, dir_filters, case_sensitive)]
+    files: list[str] = []
+    labels: list[int] = []
+    for label, sub in enumerate(subdirs):
+        with os.scandir(os.path.join(root, sub)) as it:
+            names = sorted(
+                e.name for e in it
+                if (e.is_file() or e.is_symlink()) and _match(e.name, file_filters, case_sensitive)
+            )
+        files += [f"{sub}/{n}" for n in names]
+        labels += [label] * len(names)
+    return files, labels
+
+
+def parse_file_list(path: str) -> tuple[list[str], list[int]]:
+    """A ``file_list``: one ``name label`` per line, parsed from the right (names may hold spaces)."""
+    if not os.path.isfile(path):
+        raise DataNotFoundError(f"readers.file: file_list={path!r} does not exist")
+    files, labels = [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip()
+            if not line.strip():
+                continue
+            m = _LIST_LINE.match(line.lstrip())
+            if m is None:
+                raise ArgumentError(
+                    f"readers.file: {path}:{lineno}: expected 'filename label' with a "
+                    f"non-negative integer label, got {line!r}"
+                )
+            files.append(m.group(1))
+            labels.append(int(m.group(2)))
+    return files, labels
+
+
+@register(legacy=("FileReader",))
+class FileReader(Operator):
+    """Reads files as raw bytes (1-D uint8) with an int32 label of shape (1,).
+
+    Give the files in exactly one way: ``file_root`` alone (each immediate subdirectory, sorted,
+    is a class), ``file_list`` (lines of ``name label``), or ``files`` (+ optional ``labels``).
+    Sharding, shuffling and padding follow DALI (see ``readers/_sharding.py``).
+
+    Example:
+        >>> jpegs, labels = fn.readers.file(file_root="/data/train", random_shuffle=True,
+        ...                                 shard_id=0, num_shards=2, name="Reader")
+    """
+
+    schema = "readers.file"
+    num_inputs = (0, 0)
+    num_outputs = 2
+    is_random = True
+    is_reader = True
+
+    def setup(self, *, file_root: str | None = None, file_list: str | None = None,
+              files: Sequence[str] | None = None, labels: Sequence[int] | None = None,
+              file_filters: Sequence[str] | str = KNOWN_EXTENSIONS,
+              dir_filters: Sequence[str] | str | None = None, case_sensitive_filter: bool = False,
+              shard_id: int = 0, num_shards: int = 1, random_shuffle: bool = False,
+              initial_fill: int = 1024, shuffle_after_epoch: bool = False,
+              stick_to_shard: bool | None = None, pad_last_batch: bool = False,
+              prefetch_queue_depth: int = 1, read_ahead: bool = False,
+              dont_use_mmap: bool = False, lazy_init: bool = False,
+              skip_cached_images: bool = False, tensor_init_bytes: int = 1048576,
+              shuffle_after_epoch_seed: int | None = None) -> None:
+        who = "readers.file"
+        if files is not None and file_list is not None:
+            raise ArgumentError(f"{who}: give either files= or file_list=, not both")
+        if labels is not None and files is None:
+            raise ArgumentError(f"{who}: labels= needs files=")
+        if files is None and file_list is None and file_root is None:
+            raise ArgumentError(f"{who}: give file_root=, file_list= or files=")
+        if shuffle_after_epoch and random_shuffle:
+            raise ArgumentError(f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True")
+        if shuffle_after_epoch and stick_to_shard:
+            raise ArgumentError(f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True")
+
+        if files is not None:
+            files = [files] if isinstance(files, str) else list(files)
+            if not files:
+                raise ArgumentError(f"{who}: files= is empty")
+            if labels is not None:
+                labels = list(labels)
+                if len(labels) != len(files):
+                    raise ArgumentError(
+                        f"{who}: labels has {len(labels)} entries but files has {len(files)}"
+                    )
+            else:
+                labels = list(range(len(files)))
+            base = file_root or ""
+        elif file_list is not None:
+            files, labels = parse_file_list(file_list)
+            base = file_root if file_root is not None else os.path.dirname(file_list)
+        else:
+            filters = [file_filters] if isinstance(file_filters, str) else list(file_filters)
+            dfilters = [dir_filters] if isinstance(dir_filters, str) else dir_filters
+            files, labels = list_file_root(file_root, filters, dfilters, case_sensitive_filter)
+            base = file_root
+        if not files:
+            raise DataNotFoundError(f"{who}: No files found in {file_root or file_list!r}")
+
+        self.files = files
+        self.paths = [os.path.join(base, f) for f in files]
+        self.labels = np.asarray(labels, dtype=np.int32)
+        if (self.labels < 0).any():
+            raise ArgumentError(f"{who}: labels must be non-negative")
+        self._options = dict(
+            shard_id=shard_id, num_shards=num_shards,
+            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
+            pad_last_batch=pad_last_batch, initial_fill=initial_fill,
+            random_shuffle=random_shuffle, who=f"{who} {self.name or ''}".strip(),
+        )
+        self._order = np.arange(len(self.files))
+        if random_shuffle:
+            # Shuffled once, with a fixed seed, so every shard sees the same permutation.
+            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(
+                len(self.files))
+        self._shuffle_seed = DATALOADER_SEED if shuffle_after_epoch_seed is None else int(
+            shuffle_after_epoch_seed)
+        self._reorder = self._epoch_order if shuffle_after_epoch else None
+        # Validate the shard arguments now (before anything runs).
+        self.loader = ShardedLoader(len(self.files), **self._options)
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        # Each epoch's shuffle is applied to the previous order (DALI without checkpointing).
+        perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + epoch)).permutation(
+            len(self._order))
+        self._order = self._order[perm]
+        return self._order
+
+    def bind_rng(self, seed: int) -> None:
+        super().bind_rng(seed)
+        self.loader = ShardedLoader(len(self.files), rng=self.rng, reorder=self._reorder,
+                                    **self._options)
+
+    def reader_meta(self) -> dict[str, int]:
+        return self.loader.meta()
+
+    def batch_params(self, n: int) -> list[int]:
+        if self._reorder is not None:
+            return self.loader.next_batch(n)
+        return [int(self._order[i]) for i in self.loader.next_batch(n)]
+
+    def source_info(self, param: int) -> str:
+        return self.files[param]
+
+    def run_sample(self, inputs, args, param):
+        path = self.paths[param]
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                buf = np.empty(size, dtype=np.uint8)
+                got = f.readinto(memoryview(buf))
+        except FileNotFoundError:
+            raise DataNotFoundError(f"readers.file: {path!r} no longer exists") from None
+        except OSError as e:
+            raise DataNotFoundError(f"readers.file: cannot read {path!r}: {e}") from None
+        return (buf[:got] if got != size else buf), self.labels[param : param + 1].copy()

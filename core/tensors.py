@@ -1,0 +1,152 @@
+"""Batches as they leave a pipeline: :class:`TensorListCPU` (and the per-sample
+:class:`TensorCPU`). The GPU counterparts live in ``tensors_gpu.py`` and load with CuPy.
+
+A dense batch (every sample the same shape) converts to one array zero-copy where it already is
+one, and to frameworks through ``__dlpack__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import PipelineError
+from .types import DALIDataType, to_dali_dtype
+
+
+class TensorCPU:
+    """One sample of a CPU batch; a view that shares memory with the batch."""
+
+    def __init__(self, array: np.ndarray, layout: str = "", source_info: str = ""):
+        self._array = array
+        self._layout = layout
+        self._source_info = source_info
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def layout(self) -> str:
+        return self._layout
+
+    def source_info(self) -> str:
+        return self._source_info
+
+    @property
+    def dtype(self) -> DALIDataType:
+        return to_dali_dtype(self._array.dtype)
+
+    def as_array(self) -> np.ndarray:
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        return self._array if dtype is None else self._array.astype(dtype)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._array.__dlpack__(**kwargs) if kwargs else self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"TensorCPU(shape={self.shape()}, dtype={self.dtype.name}, layout={self._layout!r})"
+
+
+class TensorListCPU:
+    """A batch of CPU samples.
+
+    Args:
+        data: a list of numpy arrays (one per sample) or one array whose first axis is the batch.
+        layout: layout of each sample, e.g. ``"HWC"``.
+        source_info: per-sample origin (the file path for reader outputs).
+    """
+
+    def __init__(self, data: Sequence[np.ndarray] | np.ndarray, layout: str = "",
+                 source_info: Sequence[str] | None = None):
+        if isinstance(data, np.ndarray):
+            if data.ndim == 0:
+                raise ValueError("TensorListCPU: a 0-dim array has no batch axis")
+            self._dense: np.ndarray | None = data
+            self._samples = list(data)
+        else:
+            self._dense = None
+            self._samples = [np.asarray(x) for x in data]
+            dtypes = {x.dtype for x in self._samples}
+            if len(dtypes) > 1:
+                raise TypeError(f"TensorListCPU: samples have mixed dtypes {sorted(map(str, dtypes))}")
+        self._layout = layout
+        self._source_info = list(source_info) if source_info is not None else [""] * len(self)
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __getitem__(self, i: int) -> TensorCPU:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample index {i} out of range for a batch of {n}")
+        i %= n
+        return TensorCPU(self._samples[i], self._layout, self._source_info[i])
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def at(self, i: int) -> np.ndarray:
+        """Sample ``i`` as a numpy array (a view)."""
+        return np.asarray(self[i].as_array())
+
+    def shape(self) -> list[tuple[int, ...]]:
+        return [tuple(x.shape) for x in self._samples]
+
+    def ndim(self) -> int:
+        return self._samples[0].ndim if self._samples else 0
+
+    def layout(self) -> str:
+        return self._layout
+
+    def set_layout(self, layout: str) -> None:
+        self._layout = layout
+
+    @property
+    def dtype(self) -> DALIDataType:
+        if self._dense is not None:
+            return to_dali_dtype(self._dense.dtype)
+        if not self._samples:
+            return DALIDataType.NO_TYPE
+        return to_dali_dtype(self._samples[0].dtype)
+
+    def source_info(self, i: int) -> str:
+        return self._source_info[i]
+
+    def is_dense_tensor(self) -> bool:
+        """True when every sample has the same shape (the batch fits one array)."""
+        if self._dense is not None:
+            return True
+        return len({x.shape for x in self._samples}) <= 1
+
+    def as_array(self) -> np.ndarray:
+        """The batch as one array of shape (N, *sample_shape); samples must have equal shapes."""
+        if self._dense is None:
+            if not self.is_dense_tensor():
+                raise PipelineError(
+                    "Tensors in the list must have the same shape: got "
+                    f"{sorted(set(self.shape()))[:4]}"
+                )
+            self._dense = np.stack(self._samples) if self._samples else np.empty((0,))
+            self._samples = list(self._dense)
+        return self._dense
+
+    def as_tensor(self) -> np.ndarray:
+        return self.as_array()
+
+    def as_cpu(self) -> TensorListCPU:
+        return self
+
+    def __dlpack__(self, stream=None, **kwargs):
+        arr = self.as_array()
+        return arr.__dlpack__(**kwargs) if kwargs else arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+    def __repr__(self) -> str:
+        return f"TensorListCPU(len={len(self)}, dtype={self.dtype.name}, layout={self._layout!r})"
