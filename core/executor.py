@@ -49,7 +49,9 @@ class _Failure:
 
 
 def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> BaseException:
-    where = f"operator {node.op.schema!r} (name {node.name!r}), sample {i} of iteration {ws.iteration}"
+    where = (
+        f"operator {node.op.schema!r} (name {node.name!r}), sample {i} of iteration {ws.iteration}"
+    )
     if ws.source_info and ws.source_info[i]:
         where += f", file {ws.source_info[i]!r}"
     if isinstance(exc, DlpipeError):
@@ -78,9 +80,17 @@ class Executor:
         gpu_stage: optional callable finishing a workspace on the GPU and returning outputs.
     """
 
-    def __init__(self, cpu_ops: Sequence[OpNode], outputs: Sequence[DataNode],
-                 layouts: dict[DataNode, str], batch_size: int, num_threads: int, depth: int,
-                 run_async: bool, gpu_stage: Callable[[Workspace], tuple] | None = None):
+    def __init__(
+        self,
+        cpu_ops: Sequence[OpNode],
+        outputs: Sequence[DataNode],
+        layouts: dict[DataNode, str],
+        batch_size: int,
+        num_threads: int,
+        depth: int,
+        run_async: bool,
+        gpu_stage: Callable[[Workspace], tuple] | None = None,
+    ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
         self.layouts = layouts
@@ -92,7 +102,8 @@ class Executor:
         self._segments = self._split_segments()
         self._pool = (
             ThreadPoolExecutor(num_threads, thread_name_prefix="dlpipe-worker")
-            if num_threads > 1 else None
+            if num_threads > 1
+            else None
         )
         self._iteration = 0
         self._scheduled = 0
@@ -154,17 +165,29 @@ class Executor:
     # --- threads ----------------------------------------------------------------------------
     def _start_threads(self) -> None:
         if self.gpu_stage is None:
-            self._threads = [threading.Thread(
-                target=self._stage_loop, args=(self._tickets, self._done, self._cpu_then_finish),
-                name="dlpipe-cpu-stage", daemon=True)]
+            self._threads = [
+                threading.Thread(
+                    target=self._stage_loop,
+                    args=(self._tickets, self._done, self._cpu_then_finish),
+                    name="dlpipe-cpu-stage",
+                    daemon=True,
+                )
+            ]
         else:
             mid: queue.Queue = queue.Queue()
             self._threads = [
-                threading.Thread(target=self._stage_loop,
-                                 args=(self._tickets, mid, lambda _: self._run_cpu()),
-                                 name="dlpipe-cpu-stage", daemon=True),
-                threading.Thread(target=self._stage_loop, args=(mid, self._done, self._finish),
-                                 name="dlpipe-gpu-stage", daemon=True),
+                threading.Thread(
+                    target=self._stage_loop,
+                    args=(self._tickets, mid, lambda _: self._run_cpu()),
+                    name="dlpipe-cpu-stage",
+                    daemon=True,
+                ),
+                threading.Thread(
+                    target=self._stage_loop,
+                    args=(mid, self._done, self._finish),
+                    name="dlpipe-gpu-stage",
+                    daemon=True,
+                ),
             ]
         for t in self._threads:
             t.start()
@@ -180,8 +203,11 @@ class Executor:
                 outbox.put(None)
                 return
             if failed or isinstance(item, _Failure):
-                outbox.put(item if isinstance(item, _Failure) else _Failure(
-                    PipelineError("skipped after an earlier error")))
+                outbox.put(
+                    item
+                    if isinstance(item, _Failure)
+                    else _Failure(PipelineError("skipped after an earlier error"))
+                )
                 failed = True
                 continue
             try:

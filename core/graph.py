@@ -88,8 +88,9 @@ class Operator:
     is_reader: bool = False
     batch_level: bool = False
 
-    def __init__(self, device: str = "cpu", seed: int | None = None, name: str | None = None,
-                 **kwargs: Any):
+    def __init__(
+        self, device: str = "cpu", seed: int | None = None, name: str | None = None, **kwargs: Any
+    ):
         if device not in self.devices:
             raise ArgumentError(
                 f"{self.schema}: device={device!r} is not supported; use one of {self.devices}"
@@ -140,8 +141,9 @@ class Operator:
 class OpNode:
     """One operator instance in a graph, with its inputs and outputs."""
 
-    def __init__(self, op: Operator, inputs: Sequence[DataNode], arg_nodes: dict[str, DataNode],
-                 name: str):
+    def __init__(
+        self, op: Operator, inputs: Sequence[DataNode], arg_nodes: dict[str, DataNode], name: str
+    ):
         self.op = op
         self.inputs = list(inputs)
         self.arg_nodes = dict(arg_nodes)

@@ -31,7 +31,9 @@ from .types import to_dali_dtype
 def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
     if isinstance(depth, dict):
         if not exec_async:
-            raise ValueError("prefetch_queue_depth as a dict (separated queues) needs exec_async=True")
+            raise ValueError(
+                "prefetch_queue_depth as a dict (separated queues) needs exec_async=True"
+            )
         unknown = set(depth) - {"cpu_size", "gpu_size"}
         if unknown:
             raise ValueError(f"prefetch_queue_depth: unknown keys {sorted(unknown)}")
@@ -71,12 +73,25 @@ class Pipeline:
         accepted as hints.
     """
 
-    def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = None,
-                 seed: int | None = None, exec_pipelined: bool = True,
-                 prefetch_queue_depth: int | dict = 2, exec_async: bool = True,
-                 bytes_per_sample: int = 0, set_affinity: bool = False, max_streams: int = -1,
-                 default_cuda_stream_priority: int = 0, *, enable_memory_stats: bool = False,
-                 exec_dynamic: bool | None = None, output_dtype=None, output_ndim=None):
+    def __init__(
+        self,
+        batch_size: int = -1,
+        num_threads: int = -1,
+        device_id: int | None = None,
+        seed: int | None = None,
+        exec_pipelined: bool = True,
+        prefetch_queue_depth: int | dict = 2,
+        exec_async: bool = True,
+        bytes_per_sample: int = 0,
+        set_affinity: bool = False,
+        max_streams: int = -1,
+        default_cuda_stream_priority: int = 0,
+        *,
+        enable_memory_stats: bool = False,
+        exec_dynamic: bool | None = None,
+        output_dtype=None,
+        output_ndim=None,
+    ):
         self._max_batch_size = batch_size
         self._num_threads = num_threads
         self._device_id = device_id
@@ -89,7 +104,8 @@ class Pipeline:
         self._exec_pipelined = exec_pipelined
         self._exec_async = exec_async
         self._cpu_size, self._gpu_size, self._separated = _parse_queue_depth(
-            prefetch_queue_depth, exec_async)
+            prefetch_queue_depth, exec_async
+        )
         self._prefetch_queue_depth = prefetch_queue_depth
         self._exec_dynamic = exec_dynamic
         self._output_dtype = output_dtype
@@ -210,7 +226,9 @@ class Pipeline:
                 outs = [outs]
             self._outputs = list(outs)
         if self._outputs is None:
-            raise PipelineError("the pipeline has no outputs: call set_outputs() or use @pipeline_def")
+            raise PipelineError(
+                "the pipeline has no outputs: call set_outputs() or use @pipeline_def"
+            )
         ops = self._reachable_ops()
         seeds = np.random.SeedSequence(self._seed).generate_state(max(1, len(self._ops)), np.uint32)
         for i, node in enumerate(self._ops):
@@ -230,9 +248,15 @@ class Pipeline:
             gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts)
         depth = self._cpu_size + (self._gpu_size if self._separated else 0)
         self._executor = Executor(
-            cpu_ops, self._outputs, layouts, self._max_batch_size, self._num_threads,
+            cpu_ops,
+            self._outputs,
+            layouts,
+            self._max_batch_size,
+            self._num_threads,
             depth if self._exec_pipelined else 1,
-            self._exec_async and self._exec_pipelined, gpu_stage)
+            self._exec_async and self._exec_pipelined,
+            gpu_stage,
+        )
         self._built = True
 
     def _reachable_ops(self) -> list[OpNode]:
@@ -269,7 +293,9 @@ class Pipeline:
     def run(self, **inputs) -> tuple:
         """Run one iteration and return its outputs: a tuple of TensorLists."""
         if inputs:
-            raise ArgumentError(f"run() got inputs {sorted(inputs)}, but the graph has no external sources")
+            raise ArgumentError(
+                f"run() got inputs {sorted(inputs)}, but the graph has no external sources"
+            )
         self._set_api("basic")
         self._schedule()
         return self._outputs_impl()
@@ -371,8 +397,9 @@ class Pipeline:
 _PIPELINE_ARGS = set(inspect.signature(Pipeline.__init__).parameters) - {"self"}
 
 
-def pipeline_def(fn: Callable | None = None, *, enable_conditionals: bool = False,
-                 **pipeline_kwargs):
+def pipeline_def(
+    fn: Callable | None = None, *, enable_conditionals: bool = False, **pipeline_kwargs
+):
     """Turn a graph-defining function into a function that returns a :class:`Pipeline`.
 
     Keyword arguments at call time go to the function when it has a parameter of that name
@@ -396,7 +423,9 @@ def pipeline_def(fn: Callable | None = None, *, enable_conditionals: bool = Fals
                     if k in _PIPELINE_ARGS:
                         warnings.warn(
                             f"the argument {k!r} of {func.__name__!r} shadows a Pipeline "
-                            "argument of the same name; it goes to the function", stacklevel=2)
+                            "argument of the same name; it goes to the function",
+                            stacklevel=2,
+                        )
                     fn_kwargs[k] = v
                 elif k in ("enable_conditionals", "debug"):
                     continue

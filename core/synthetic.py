@@ -26,9 +26,15 @@ def synthetic_image(rng: np.random.Generator, height: int, width: int) -> np.nda
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def make_dataset(root: str, num_classes: int = 4, per_class: int = 16,
-                 size_range: tuple[int, int] = (400, 640), quality: int = 90, seed: int = 0,
-                 num_threads: int = 8) -> str:
+def make_dataset(
+    root: str,
+    num_classes: int = 4,
+    per_class: int = 16,
+    size_range: tuple[int, int] = (400, 640),
+    quality: int = 90,
+    seed: int = 0,
+    num_threads: int = 8,
+) -> str:
     """Write ``num_classes`` folders of ``per_class`` JPEGs under ``root`` (kept if present).
 
     Returns ``root``. A finished dataset is marked with a ``.complete`` file, so a half-written

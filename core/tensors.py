@@ -61,8 +61,12 @@ class TensorListCPU:
         source_info: per-sample origin (the file path for reader outputs).
     """
 
-    def __init__(self, data: Sequence[np.ndarray] | np.ndarray, layout: str = "",
-                 source_info: Sequence[str] | None = None):
+    def __init__(
+        self,
+        data: Sequence[np.ndarray] | np.ndarray,
+        layout: str = "",
+        source_info: Sequence[str] | None = None,
+    ):
         if isinstance(data, np.ndarray):
             if data.ndim == 0:
                 raise ValueError("TensorListCPU: a 0-dim array has no batch axis")
@@ -73,7 +77,9 @@ class TensorListCPU:
             self._samples = [np.asarray(x) for x in data]
             dtypes = {x.dtype for x in self._samples}
             if len(dtypes) > 1:
-                raise TypeError(f"TensorListCPU: samples have mixed dtypes {sorted(map(str, dtypes))}")
+                raise TypeError(
+                    f"TensorListCPU: samples have mixed dtypes {sorted(map(str, dtypes))}"
+                )
         self._layout = layout
         self._source_info = list(source_info) if source_info is not None else [""] * len(self)
 

@@ -94,7 +94,9 @@ def to_image_type(value) -> DALIImageType:
     try:
         return DALIImageType(value)
     except ValueError:
-        raise ValueError(f"output_type={value!r} is not an image type (RGB, BGR, GRAY, YCbCr, ANY_DATA)") from None
+        raise ValueError(
+            f"output_type={value!r} is not an image type (RGB, BGR, GRAY, YCbCr, ANY_DATA)"
+        ) from None
 
 
 def to_interp_type(value) -> DALIInterpType:

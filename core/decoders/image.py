@@ -31,7 +31,8 @@ def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
     head = bytes(data[:4])
     if head[:2] == b"\xff\xd8" and bytes(data[-1024:]).rfind(b"\xff\xd9") < 0:
         raise DecodeError(
-            f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)")
+            f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
+        )
     if output_type == DALIImageType.GRAY:
         img = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)
     else:
@@ -39,7 +40,8 @@ def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
     if img is None:
         raise DecodeError(
             f"decoders.image: cannot decode {data.size} bytes starting {head.hex()}: "
-            "corrupt data or an unsupported format")
+            "corrupt data or an unsupported format"
+        )
     if img.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to uint8's range
         img = (img.astype(np.float32) * (255.0 / np.iinfo(img.dtype).max) + 0.5).astype(np.uint8)
     if output_type == DALIImageType.GRAY:
@@ -55,8 +57,15 @@ def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
 class _DecoderBase(Operator):
     devices = ("cpu", "mixed")
 
-    def _setup_decoder(self, output_type, hw_decoder_load, hybrid_huffman_threshold,
-                       device_memory_padding, host_memory_padding, **_hints) -> None:
+    def _setup_decoder(
+        self,
+        output_type,
+        hw_decoder_load,
+        hybrid_huffman_threshold,
+        device_memory_padding,
+        host_memory_padding,
+        **_hints,
+    ) -> None:
         self.output_type = to_image_type(output_type)
         self.hw_decoder_load = float(hw_decoder_load)
         self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
@@ -79,7 +88,6 @@ class _DecoderBase(Operator):
         return self.gpu_impl().decode_batch(inputs[0], params, stream)
 
 
-
 @register(legacy=("ImageDecoder",))
 class ImageDecoder(_DecoderBase):
     """Decodes JPEG, PNG, BMP, TIFF, WebP, PNM and JPEG 2000 images to HWC uint8.
@@ -94,15 +102,36 @@ class ImageDecoder(_DecoderBase):
 
     schema = "decoders.image"
 
-    def setup(self, *, output_type=DALIImageType.RGB, hw_decoder_load=0.9,
-              hybrid_huffman_threshold=1000 * 1000, device_memory_padding=16 * 1024 * 1024,
-              host_memory_padding=8 * 1024 * 1024, device_memory_padding_jpeg2k=0,
-              host_memory_padding_jpeg2k=0, preallocate_width_hint=0, preallocate_height_hint=0,
-              affine=True, use_fast_idct=False, jpeg_fancy_upsampling=False,
-              adjust_orientation=True, dtype=None, cache_size=0, cache_type="",
-              memory_stats=False, split_stages=False, use_chunk_allocator=False) -> None:
-        self._setup_decoder(output_type, hw_decoder_load, hybrid_huffman_threshold,
-                            device_memory_padding, host_memory_padding)
+    def setup(
+        self,
+        *,
+        output_type=DALIImageType.RGB,
+        hw_decoder_load=0.9,
+        hybrid_huffman_threshold=1000 * 1000,
+        device_memory_padding=16 * 1024 * 1024,
+        host_memory_padding=8 * 1024 * 1024,
+        device_memory_padding_jpeg2k=0,
+        host_memory_padding_jpeg2k=0,
+        preallocate_width_hint=0,
+        preallocate_height_hint=0,
+        affine=True,
+        use_fast_idct=False,
+        jpeg_fancy_upsampling=False,
+        adjust_orientation=True,
+        dtype=None,
+        cache_size=0,
+        cache_type="",
+        memory_stats=False,
+        split_stages=False,
+        use_chunk_allocator=False,
+    ) -> None:
+        self._setup_decoder(
+            output_type,
+            hw_decoder_load,
+            hybrid_huffman_threshold,
+            device_memory_padding,
+            host_memory_padding,
+        )
 
     def run_sample(self, inputs, args, param):
         return decode_cpu(inputs[0], self.output_type)
@@ -122,17 +151,35 @@ class ImageDecoderRandomCrop(_DecoderBase):
     schema = "decoders.image_random_crop"
     is_random = True
 
-    def setup(self, *, output_type=DALIImageType.RGB, random_area: Sequence[float] = (0.08, 1.0),
-              random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3), num_attempts: int = 10,
-              hw_decoder_load=0.9, hybrid_huffman_threshold=1000 * 1000,
-              device_memory_padding=16 * 1024 * 1024, host_memory_padding=8 * 1024 * 1024,
-              preallocate_width_hint=0, preallocate_height_hint=0, affine=True,
-              use_fast_idct=False, jpeg_fancy_upsampling=False, adjust_orientation=True,
-              dtype=None) -> None:
-        self._setup_decoder(output_type, hw_decoder_load, hybrid_huffman_threshold,
-                            device_memory_padding, host_memory_padding)
-        self.window = RandomCropWindow(random_area, random_aspect_ratio, num_attempts,
-                                       who=self.schema)
+    def setup(
+        self,
+        *,
+        output_type=DALIImageType.RGB,
+        random_area: Sequence[float] = (0.08, 1.0),
+        random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3),
+        num_attempts: int = 10,
+        hw_decoder_load=0.9,
+        hybrid_huffman_threshold=1000 * 1000,
+        device_memory_padding=16 * 1024 * 1024,
+        host_memory_padding=8 * 1024 * 1024,
+        preallocate_width_hint=0,
+        preallocate_height_hint=0,
+        affine=True,
+        use_fast_idct=False,
+        jpeg_fancy_upsampling=False,
+        adjust_orientation=True,
+        dtype=None,
+    ) -> None:
+        self._setup_decoder(
+            output_type,
+            hw_decoder_load,
+            hybrid_huffman_threshold,
+            device_memory_padding,
+            host_memory_padding,
+        )
+        self.window = RandomCropWindow(
+            random_area, random_aspect_ratio, num_attempts, who=self.schema
+        )
 
     def batch_params(self, n):
         return list(self.window.draw(self.rng, n))

@@ -13,3 +13,5 @@ from ..graph import REGISTRY, attach, make_fn
 for _schema in sorted(REGISTRY):
     if not _schema.startswith("_"):
         attach(sys.modules[__name__], _schema, make_fn(_schema))
+
+del REGISTRY, attach, make_fn, sys

@@ -19,16 +19,23 @@ from ..errors import ArgumentError
 class RandomCropWindow:
     """``random_area`` (share of the area), ``random_aspect_ratio`` (w/h), ``num_attempts``."""
 
-    def __init__(self, random_area: Sequence[float] = (0.08, 1.0),
-                 random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3), num_attempts: int = 10,
-                 who: str = "random crop"):
+    def __init__(
+        self,
+        random_area: Sequence[float] = (0.08, 1.0),
+        random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3),
+        num_attempts: int = 10,
+        who: str = "random crop",
+    ):
         area = _pair(random_area, "random_area", who)
         ratio = _pair(random_aspect_ratio, "random_aspect_ratio", who)
         if not 0 < area[0] <= area[1]:
-            raise ArgumentError(f"{who}: random_area={list(random_area)} must satisfy 0 < min <= max")
+            raise ArgumentError(
+                f"{who}: random_area={list(random_area)} must satisfy 0 < min <= max"
+            )
         if not 0 < ratio[0] <= ratio[1]:
             raise ArgumentError(
-                f"{who}: random_aspect_ratio={list(random_aspect_ratio)} must satisfy 0 < min <= max")
+                f"{who}: random_aspect_ratio={list(random_aspect_ratio)} must satisfy 0 < min <= max"
+            )
         if int(num_attempts) < 1:
             raise ArgumentError(f"{who}: num_attempts={num_attempts} must be >= 1")
         self.area = area

@@ -19,3 +19,5 @@ for _schema in sorted(REGISTRY):
         attach(sys.modules[__name__], _schema, _classes[_schema], schema_to_class_name(_last))
 for _alias, _schema in LEGACY_NAMES.items():
     setattr(sys.modules[__name__], _alias, _classes[_schema])
+
+del LEGACY_NAMES, REGISTRY, attach, make_ops_class, schema_to_class_name, sys

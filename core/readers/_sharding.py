@@ -43,9 +43,7 @@ def check_shard_args(shard_id: int, num_shards: int, who: str) -> None:
     if not isinstance(num_shards, int | np.integer) or num_shards < 1:
         raise ArgumentError(f"{who}: num_shards={num_shards!r} must be an integer >= 1")
     if not isinstance(shard_id, int | np.integer) or not 0 <= shard_id < num_shards:
-        raise ArgumentError(
-            f"{who}: shard_id={shard_id!r} must be in [0, num_shards={num_shards})"
-        )
+        raise ArgumentError(f"{who}: shard_id={shard_id!r} must be in [0, num_shards={num_shards})")
 
 
 class ShardedLoader:
@@ -63,11 +61,20 @@ class ShardedLoader:
         who: the reader's name for error messages.
     """
 
-    def __init__(self, size: int, *, shard_id: int = 0, num_shards: int = 1,
-                 stick_to_shard: bool = False, pad_last_batch: bool = False,
-                 initial_fill: int = 1024, random_shuffle: bool = False,
-                 rng: np.random.Generator | None = None,
-                 reorder: Callable[[int], np.ndarray] | None = None, who: str = "reader"):
+    def __init__(
+        self,
+        size: int,
+        *,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        stick_to_shard: bool = False,
+        pad_last_batch: bool = False,
+        initial_fill: int = 1024,
+        random_shuffle: bool = False,
+        rng: np.random.Generator | None = None,
+        reorder: Callable[[int], np.ndarray] | None = None,
+        who: str = "reader",
+    ):
         check_shard_args(shard_id, num_shards, who)
         if size < num_shards:
             raise ArgumentError(
@@ -105,7 +112,8 @@ class ShardedLoader:
     def meta(self) -> dict[str, int]:
         padded = (
             padded_shard_size(self.size, self.num_shards) * self.num_shards
-            if self.pad_last_batch else self.size
+            if self.pad_last_batch
+            else self.size
         )
         return {
             "epoch_size": self.size,

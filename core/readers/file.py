@@ -16,8 +16,22 @@ from ._sharding import DATALOADER_SEED, ShardedLoader
 
 # DALI's default ``file_filters`` (known image and audio extensions).
 KNOWN_EXTENSIONS = (
-    "*.jpg", "*.jpeg", "*.png", "*.bmp", "*.gif", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm",
-    "*.pbm", "*.jp2", "*.webp", "*.flac", "*.ogg", "*.wav",
+    "*.jpg",
+    "*.jpeg",
+    "*.png",
+    "*.bmp",
+    "*.gif",
+    "*.tif",
+    "*.tiff",
+    "*.pnm",
+    "*.ppm",
+    "*.pgm",
+    "*.pbm",
+    "*.jp2",
+    "*.webp",
+    "*.flac",
+    "*.ogg",
+    "*.wav",
 )
 
 _LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
@@ -30,8 +44,9 @@ def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
     return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
 
 
-def list_file_root(root: str, file_filters: Sequence[str], dir_filters: Sequence[str] | None,
-                   case_sensitive: bool) -> tuple[list[str], list[int]]:
+def list_file_root(
+    root: str, file_filters: Sequence[str], dir_filters: Sequence[str] | None, case_sensitive: bool
+) -> tuple[list[str], list[int]]:
     """The ``file_root`` listing: immediate subdirectories (sorted) are the classes."""
     if not os.path.isdir(root):
         raise DataNotFoundError(f"readers.file: file_root={root!r} is not a directory")
@@ -44,7 +59,8 @@ def list_file_root(root: str, file_filters: Sequence[str], dir_filters: Sequence
     for label, sub in enumerate(subdirs):
         with os.scandir(os.path.join(root, sub)) as it:
             names = sorted(
-                e.name for e in it
+                e.name
+                for e in it
                 if (e.is_file() or e.is_symlink()) and _match(e.name, file_filters, case_sensitive)
             )
         files += [f"{sub}/{n}" for n in names]
@@ -92,17 +108,31 @@ class FileReader(Operator):
     is_random = True
     is_reader = True
 
-    def setup(self, *, file_root: str | None = None, file_list: str | None = None,
-              files: Sequence[str] | None = None, labels: Sequence[int] | None = None,
-              file_filters: Sequence[str] | str = KNOWN_EXTENSIONS,
-              dir_filters: Sequence[str] | str | None = None, case_sensitive_filter: bool = False,
-              shard_id: int = 0, num_shards: int = 1, random_shuffle: bool = False,
-              initial_fill: int = 1024, shuffle_after_epoch: bool = False,
-              stick_to_shard: bool | None = None, pad_last_batch: bool = False,
-              prefetch_queue_depth: int = 1, read_ahead: bool = False,
-              dont_use_mmap: bool = False, lazy_init: bool = False,
-              skip_cached_images: bool = False, tensor_init_bytes: int = 1048576,
-              shuffle_after_epoch_seed: int | None = None) -> None:
+    def setup(
+        self,
+        *,
+        file_root: str | None = None,
+        file_list: str | None = None,
+        files: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        file_filters: Sequence[str] | str = KNOWN_EXTENSIONS,
+        dir_filters: Sequence[str] | str | None = None,
+        case_sensitive_filter: bool = False,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        random_shuffle: bool = False,
+        initial_fill: int = 1024,
+        shuffle_after_epoch: bool = False,
+        stick_to_shard: bool | None = None,
+        pad_last_batch: bool = False,
+        prefetch_queue_depth: int = 1,
+        read_ahead: bool = False,
+        dont_use_mmap: bool = False,
+        lazy_init: bool = False,
+        skip_cached_images: bool = False,
+        tensor_init_bytes: int = 1048576,
+        shuffle_after_epoch_seed: int | None = None,
+    ) -> None:
         who = "readers.file"
         if files is not None and file_list is not None:
             raise ArgumentError(f"{who}: give either files= or file_list=, not both")
@@ -111,9 +141,13 @@ class FileReader(Operator):
         if files is None and file_list is None and file_root is None:
             raise ArgumentError(f"{who}: give file_root=, file_list= or files=")
         if shuffle_after_epoch and random_shuffle:
-            raise ArgumentError(f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True")
+            raise ArgumentError(
+                f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True"
+            )
         if shuffle_after_epoch and stick_to_shard:
-            raise ArgumentError(f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True")
+            raise ArgumentError(
+                f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
+            )
 
         if files is not None:
             files = [files] if isinstance(files, str) else list(files)
@@ -145,18 +179,23 @@ class FileReader(Operator):
         if (self.labels < 0).any():
             raise ArgumentError(f"{who}: labels must be non-negative")
         self._options = dict(
-            shard_id=shard_id, num_shards=num_shards,
+            shard_id=shard_id,
+            num_shards=num_shards,
             stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
-            pad_last_batch=pad_last_batch, initial_fill=initial_fill,
-            random_shuffle=random_shuffle, who=f"{who} {self.name or ''}".strip(),
+            pad_last_batch=pad_last_batch,
+            initial_fill=initial_fill,
+            random_shuffle=random_shuffle,
+            who=f"{who} {self.name or ''}".strip(),
         )
         self._order = np.arange(len(self.files))
         if random_shuffle:
             # Shuffled once, with a fixed seed, so every shard sees the same permutation.
             self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(
-                len(self.files))
-        self._shuffle_seed = DATALOADER_SEED if shuffle_after_epoch_seed is None else int(
-            shuffle_after_epoch_seed)
+                len(self.files)
+            )
+        self._shuffle_seed = (
+            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
+        )
         self._reorder = self._epoch_order if shuffle_after_epoch else None
         # Validate the shard arguments now (before anything runs).
         self.loader = ShardedLoader(len(self.files), **self._options)
@@ -164,14 +203,16 @@ class FileReader(Operator):
     def _epoch_order(self, epoch: int) -> np.ndarray:
         # Each epoch's shuffle is applied to the previous order (DALI without checkpointing).
         perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + epoch)).permutation(
-            len(self._order))
+            len(self._order)
+        )
         self._order = self._order[perm]
         return self._order
 
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
-        self.loader = ShardedLoader(len(self.files), rng=self.rng, reorder=self._reorder,
-                                    **self._options)
+        self.loader = ShardedLoader(
+            len(self.files), rng=self.rng, reorder=self._reorder, **self._options
+        )
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()
