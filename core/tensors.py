@@ -67,7 +67,8 @@ class TensorListCPU:
         layout: str = "",
         source_info: Sequence[str] | None = None,
     ):
-        if isinstance(data, np.ndarray):
+        if isinstance(data, np.ndarray | np.generic):
+            data = np.asarray(data)
             if data.ndim == 0:
                 raise ValueError("TensorListCPU: a 0-dim array has no batch axis")
             self._dense: np.ndarray | None = data

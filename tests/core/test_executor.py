@@ -1,0 +1,84 @@
+"""The staged executor: worker errors reach the caller with their context, batch-level
+operators split per-sample segments, and results do not depend on threads or depth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import sample_ids
+from dlpipe import Pipeline, PipelineError, fn
+from dlpipe.graph import Operator, _call_operator, register
+
+
+@register
+class _FailOn(Operator):
+    """Test operator: raises ZeroDivisionError on the sample whose id is ``bad``."""
+
+    schema = "_test.fail_on"
+
+    def setup(self, *, bad: int = -1) -> None:
+        self.bad = bad
+
+    def run_sample(self, inputs, args, param):
+        sample_id = int(np.frombuffer(inputs[0].tobytes(), np.int32)[0])
+        if sample_id == self.bad:
+            return 1 // 0
+        return inputs[0]
+
+
+@register
+class _BatchSum(Operator):
+    """Test operator (batch level): every sample becomes the batch's sum of ids."""
+
+    schema = "_test.batch_sum"
+    batch_level = True
+
+    def run_batch_cpu(self, inputs, args, params):
+        ids = [int(np.frombuffer(x.tobytes(), np.int32)[0]) for x in inputs[0]]
+        total = np.int32(sum(ids))
+        return ([np.frombuffer(total.tobytes(), np.uint8).copy() for _ in ids],)
+
+
+def build(root, batch_size, num_threads=2, exec_async=True, chain=("fail",), bad=-1):
+    pipe = Pipeline(batch_size=batch_size, num_threads=num_threads, exec_async=exec_async, seed=1)
+    with pipe:
+        data, _ = fn.readers.file(file_root=root)
+        for step in chain:
+            if step == "fail":
+                (data,) = _call_operator("_test.fail_on", (data,), {"bad": bad})
+            else:
+                (data,) = _call_operator("_test.batch_sum", (data,), {})
+        pipe.set_outputs(data)
+    return pipe
+
+
+@pytest.mark.parametrize("num_threads", [1, 4])
+@pytest.mark.parametrize("exec_async", [True, False])
+def test_unexpected_worker_error_is_reraised_with_context(make_files, num_threads, exec_async):
+    root, names = make_files(8)
+    pipe = build(root, 8, num_threads, exec_async, bad=5)
+    with pytest.raises(PipelineError) as info:
+        pipe.run()
+    msg = str(info.value)
+    assert "ZeroDivisionError" in msg and "_test.fail_on" in msg
+    assert "sample 5" in msg and names[5] in msg
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    pipe.close()
+
+
+def test_error_in_a_later_prefetched_iteration_surfaces_in_order(make_files):
+    root, _ = make_files(8)
+    pipe = build(root, 2, 2, True, bad=6)  # iteration 3 fails; 0-2 are fine
+    pipe.build()
+    for expected in ([0, 1], [2, 3], [4, 5]):
+        assert sample_ids(pipe.run()[0]) == expected
+    with pytest.raises(PipelineError, match="iteration 3"):
+        pipe.run()
+
+
+def test_batch_level_operator_splits_segments(make_files):
+    root, _ = make_files(6)
+    pipe = build(root, 3, 2, chain=("fail", "batch", "fail"))
+    assert sample_ids(pipe.run()[0]) == [0 + 1 + 2] * 3
+    assert sample_ids(pipe.run()[0]) == [3 + 4 + 5] * 3
