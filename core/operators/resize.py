@@ -1,0 +1,877 @@
+"""``fn.resize``: DALI's separable resampling, with its size arithmetic and filters.
+
+Three pieces, each usable on its own (the GPU kernel implements the same math):
+
+* :func:`resize_params` / :func:`output_size` — a port of DALI's ``CalculateSampleParams`` and
+  ``AdjustOutputSize`` (``resize_attr.cc``): output extents and the input ROI of one sample.
+* :class:`AxisFilter`, :func:`select_axis_filter`, :func:`axis_coeffs` — the per-axis filter
+  (DALI's ``FilterDesc`` -> ``ResamplingFilter``) and its taps: output pixel ``x`` is centred
+  at ``lo + (x + 0.5) * (hi - lo) / out`` in input coordinates (pixel ``j`` spans [j, j+1)),
+  each input pixel ``j`` weighs ``w((j + 0.5 - centre) / radius)``, weights are normalised to
+  sum 1 and indices are clamped to the image (border replication).
+* :func:`resample` — the CPU implementation. It picks the fastest backend that gives DALI's
+  numbers: OpenCV ``INTER_LINEAR`` when every axis uses the plain bilinear filter on the whole
+  image; Pillow (``BILINEAR``/``BICUBIC``/``LANCZOS`` widen their support by the scale factor
+  when shrinking, exactly like DALI's antialiasing) for the rest of uint8/float32, with an
+  edge-replicated border so taps outside the image clamp as in DALI; a numpy gather for
+  nearest neighbour; and a separable numpy implementation for everything else (Gaussian,
+  cubic when shrinking, other dtypes).
+
+Filters (DALI's defaults): ``interp_type`` = INTERP_LINEAR, i.e. ``min_filter`` = triangular
+widened by ``in/out`` when ``antialias`` (default True) and ``mag_filter`` = bilinear. Cubic is
+never widened (DALI's ``Cubic()`` ignores the radius); Lanczos3 and Gaussian are. Nearest
+neighbour samples ``floor(lo + (x + 0.5) * scale)`` and never antialiases.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ..types import DALIInterpType, to_interp_type, to_numpy_dtype
+
+cv2.setNumThreads(1)
+
+_f32 = np.float32
+
+
+class ResizeMode(enum.Enum):
+    """How a partially given or aspect-ratio-conflicting size is resolved (DALI ``mode``)."""
+
+    DEFAULT = "default"
+    STRETCH = "stretch"
+    NOT_LARGER = "not_larger"
+    NOT_SMALLER = "not_smaller"
+
+
+def to_resize_mode(value: Any) -> ResizeMode:
+    if isinstance(value, ResizeMode):
+        return value
+    try:
+        return ResizeMode(str(value).lower())
+    except ValueError:
+        raise ArgumentError(
+            f"resize: mode={value!r} is not one of {[m.value for m in ResizeMode]}"
+        ) from None
+
+
+# --- output size ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResizeParams:
+    """Per-sample resize geometry, spatial axes in layout order (e.g. (H, W)).
+
+    ``src_lo > src_hi`` on an axis means that axis is flipped.
+    """
+
+    dst_size: tuple[int, ...]
+    src_lo: tuple[float, ...]
+    src_hi: tuple[float, ...]
+
+
+def _round_half_away(x: float) -> int:
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
+def _adjust_output_size(out: list, in_size: list, mode: ResizeMode, max_size) -> None:
+    """DALI's ``AdjustOutputSize``, float32 where DALI stores floats (in place on ``out``)."""
+    nd = len(out)
+    mask = [out[d] != 0 and in_size[d] != 0 for d in range(nd)]
+    scale = [float(_f32(out[d]) / _f32(in_size[d])) if in_size[d] else 1.0 for d in range(nd)]
+    provided = sum(mask)
+    if provided == 0:
+        out[:] = [_f32(s) for s in in_size]
+        return
+    if mode in (ResizeMode.DEFAULT, ResizeMode.STRETCH):
+        if provided < nd:
+            if mode == ResizeMode.DEFAULT:
+                avg = 1.0
+                for d in range(nd):
+                    if mask[d]:
+                        avg *= abs(scale[d])
+                if provided > 1:
+                    avg = avg ** (1.0 / provided)
+            else:
+                avg = 1.0
+            for d in range(nd):
+                if not mask[d]:
+                    scale[d] = avg
+                    out[d] = _f32(in_size[d] * avg)
+        if max_size is not None:
+            for d in range(nd):
+                if max_size[d] > 0 and abs(out[d]) > max_size[d]:
+                    out[d] = _f32(math.copysign(max_size[d], out[d]))
+        return
+    final = 0.0
+    first = True
+    for d in range(nd):
+        if mask[d]:
+            s = float(_f32(abs(scale[d])))
+            if (
+                first
+                or (mode == ResizeMode.NOT_SMALLER and s > final)
+                or (mode == ResizeMode.NOT_LARGER and s < final)
+            ):
+                final = s
+            first = False
+    if max_size is not None:
+        for d in range(nd):
+            if max_size[d] > 0:
+                s = float(max_size[d]) / in_size[d]
+                final = min(final, s)
+    for d in range(nd):
+        if not mask[d] or abs(scale[d]) != final:
+            scale[d] = math.copysign(final, scale[d])
+            out[d] = _f32(in_size[d] * scale[d])
+
+
+def resize_params(
+    in_size: Sequence[int],
+    requested: Sequence[float],
+    *,
+    mode: ResizeMode | str = ResizeMode.DEFAULT,
+    max_size: Sequence[float] | None = None,
+    roi_start: Sequence[float] | None = None,
+    roi_end: Sequence[float] | None = None,
+    roi_relative: bool = False,
+    subpixel_scale: bool = True,
+) -> ResizeParams:
+    """Output size and input ROI of one sample (DALI's ``CalculateSampleParams``).
+
+    Args:
+        in_size: spatial input extents in layout order, e.g. (H, W).
+        requested: requested output extents in the same order; 0 = unspecified, negative
+            flips that axis.
+        mode: ``"default"``, ``"stretch"``, ``"not_larger"`` or ``"not_smaller"``.
+        max_size: per-axis limit of the output (<= 0: no limit), or None.
+        roi_start, roi_end: input region (layout order); start > end flips.
+        roi_relative: ROI given as fractions of the input size.
+        subpixel_scale: keep the exact scale for a fractional size by adjusting the ROI.
+
+    Returns:
+        :class:`ResizeParams` with integer output extents (each >= 1 for a non-empty input).
+    """
+    mode = to_resize_mode(mode)
+    nd = len(in_size)
+    lo: list[float] = []
+    hi: list[float] = []
+    for d in range(nd):
+        if roi_start is not None and roi_end is not None and in_size[d] > 0:
+            a, b = float(roi_start[d]), float(roi_end[d])
+            if roi_relative:
+                a, b = a * in_size[d], b * in_size[d]
+            if abs(b - a) < 1e-3:
+                off = 0.5e-3 if a <= b else -0.5e-3
+                a, b = a - off, b + off
+            lo.append(float(_f32(a)))
+            hi.append(float(_f32(b)))
+        else:
+            lo.append(0.0)
+            hi.append(float(in_size[d]))
+    req = [_f32(r) for r in requested]
+    ext: list[float] = []
+    for d in range(nd):
+        sz = float(_f32(hi[d] - lo[d]))
+        if sz < 0:
+            lo[d], hi[d] = hi[d], lo[d]
+            req[d] = -req[d]
+            sz = -sz
+        ext.append(sz)
+    _adjust_output_size(req, ext, mode, max_size)
+    empty = math.prod(in_size) == 0
+    for d in range(nd):
+        if lo[d] == hi[d] and req[d] != 0:
+            raise ArgumentError(
+                f"resize: cannot produce a non-empty output from an empty input {tuple(in_size)}"
+            )
+    min_size = 0 if empty else 1
+    dst: list[int] = []
+    for d in range(nd):
+        out_sz = float(req[d])
+        n = max(min_size, _round_half_away(abs(out_sz)))
+        dst.append(n)
+        if out_sz < 0:
+            lo[d], hi[d] = hi[d], lo[d]
+        if subpixel_scale and n != abs(out_sz) and out_sz != 0:
+            adj = min(max(n / abs(out_sz), -10.0), 10.0)
+            centre = float(_f32(lo[d] + hi[d])) * 0.5
+            lo[d] = float(_f32(min(max(centre + (lo[d] - centre) * adj, -1e9), 1e9)))
+            hi[d] = float(_f32(min(max(centre + (hi[d] - centre) * adj, -1e9), 1e9)))
+    return ResizeParams(tuple(dst), tuple(lo), tuple(hi))
+
+
+def requested_size(
+    ndim: int, *, resize_x=None, resize_y=None, size=None, resize_shorter=None, resize_longer=None
+) -> tuple[list[float], ResizeMode | None]:
+    """The requested extents in layout order, and the mode that ``resize_shorter``/
+    ``resize_longer`` imply (None otherwise)."""
+    if resize_shorter is not None:
+        return [float(resize_shorter)] * ndim, ResizeMode.NOT_SMALLER
+    if resize_longer is not None:
+        return [float(resize_longer)] * ndim, ResizeMode.NOT_LARGER
+    if size is not None:
+        vals = np.atleast_1d(np.asarray(size, dtype=np.float64)).tolist()
+        if len(vals) == 1:
+            vals = vals * ndim
+        if len(vals) != ndim:
+            raise ArgumentError(
+                f"resize: size={list(vals)} must have {ndim} extents (one per "
+                "spatial axis, in layout order) or be a single number"
+            )
+        return vals, None
+    req = [0.0] * ndim
+    req[-1] = float(resize_x or 0)
+    if ndim >= 2:
+        req[-2] = float(resize_y or 0)
+    return req, None
+
+
+def output_size(
+    in_h: int,
+    in_w: int,
+    *,
+    resize_x=None,
+    resize_y=None,
+    size=None,
+    resize_shorter=None,
+    resize_longer=None,
+    mode="default",
+    max_size=None,
+    subpixel_scale=True,
+    roi_start=None,
+    roi_end=None,
+    roi_relative=False,
+) -> tuple[int, int]:
+    """(out_h, out_w) that ``fn.resize`` with these arguments gives an ``in_h`` x ``in_w`` image.
+
+    Example:
+        >>> output_size(375, 500, resize_shorter=256)
+        (256, 341)
+    """
+    req, implied = requested_size(
+        2,
+        resize_x=resize_x,
+        resize_y=resize_y,
+        size=size,
+        resize_shorter=resize_shorter,
+        resize_longer=resize_longer,
+    )
+    p = resize_params(
+        (in_h, in_w),
+        req,
+        mode=implied or mode,
+        max_size=_per_axis(max_size, 2, "max_size"),
+        roi_start=roi_start,
+        roi_end=roi_end,
+        roi_relative=roi_relative,
+        subpixel_scale=subpixel_scale,
+    )
+    return p.dst_size[0], p.dst_size[1]
+
+
+def _per_axis(v, ndim: int, name: str) -> list[float] | None:
+    if v is None:
+        return None
+    vals = np.atleast_1d(np.asarray(v, dtype=np.float64)).tolist()
+    if len(vals) == 1:
+        vals = vals * ndim
+    if len(vals) != ndim:
+        raise ArgumentError(f"resize: {name}={v!r} must have 1 or {ndim} values")
+    return vals
+
+
+# --- filters --------------------------------------------------------------------------------
+
+
+class FilterType(enum.IntEnum):
+    """DALI's ``ResamplingFilterType``."""
+
+    NEAREST = 0
+    LINEAR = 1
+    TRIANGULAR = 2
+    GAUSSIAN = 3
+    CUBIC = 4
+    LANCZOS3 = 5
+
+
+_INTERP_TO_FILTER = {
+    DALIInterpType.INTERP_NN: FilterType.NEAREST,
+    DALIInterpType.INTERP_LINEAR: FilterType.LINEAR,
+    DALIInterpType.INTERP_CUBIC: FilterType.CUBIC,
+    DALIInterpType.INTERP_LANCZOS3: FilterType.LANCZOS3,
+    DALIInterpType.INTERP_GAUSSIAN: FilterType.GAUSSIAN,
+    DALIInterpType.INTERP_TRIANGULAR: FilterType.TRIANGULAR,
+}
+
+
+def interp_to_filter(interp: DALIInterpType, antialias: bool) -> FilterType:
+    """DALI's promotion: linear + antialias -> triangular; triangular without it -> linear."""
+    if antialias and interp == DALIInterpType.INTERP_LINEAR:
+        interp = DALIInterpType.INTERP_TRIANGULAR
+    elif not antialias and interp == DALIInterpType.INTERP_TRIANGULAR:
+        interp = DALIInterpType.INTERP_LINEAR
+    return _INTERP_TO_FILTER[interp]
+
+
+@dataclass(frozen=True)
+class AxisFilter:
+    """One axis' resampling window: ``type`` and half-width ``radius`` in input pixels.
+
+    The window spans ``2 * radius`` input pixels; ``support`` taps are evaluated per output.
+    """
+
+    type: FilterType
+    radius: float
+
+    @property
+    def support(self) -> int:
+        if self.type == FilterType.NEAREST:
+            return 1
+        return max(1, math.ceil(2 * self.radius - 1e-6))
+
+    def weight(self, t: np.ndarray) -> np.ndarray:
+        """Window value at ``t`` = distance / radius (``|t| >= 1`` gives 0)."""
+        t = np.abs(t)
+        inside = t < 1
+        if self.type in (FilterType.LINEAR, FilterType.TRIANGULAR):
+            w = 1 - t
+        elif self.type == FilterType.GAUSSIAN:
+            w = np.exp(-((2 * t) ** 2))
+        elif self.type == FilterType.CUBIC:
+            x = 2 * t
+            w = np.where(x > 1, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, (1.5 * x - 2.5) * x * x + 1)
+        elif self.type == FilterType.LANCZOS3:
+            w = np.sinc(3 * t) * np.sinc(t)
+        else:
+            w = np.ones_like(t)
+        return np.where(inside, w, 0.0)
+
+
+def select_axis_filter(
+    in_extent: float, out_size: int, min_filter: FilterType, mag_filter: FilterType, antialias: bool
+) -> AxisFilter:
+    """The filter DALI uses on one axis (``SetFilters`` + ``DefaultFilterRadius``).
+
+    ``min_filter`` applies when the axis shrinks (``out_size < in_extent``), with the
+    antialias flag; ``mag_filter`` otherwise, never antialiased.
+    """
+    shrink = out_size < in_extent
+    ftype = min_filter if shrink else mag_filter
+    aa = antialias and shrink
+    ratio = in_extent / out_size if out_size else 1.0
+    if ftype == FilterType.NEAREST:
+        return AxisFilter(ftype, 0.5)
+    if ftype == FilterType.LINEAR:
+        return AxisFilter(ftype, 1.0)
+    if ftype in (FilterType.TRIANGULAR, FilterType.GAUSSIAN):
+        return AxisFilter(ftype, max(0.5, ratio if aa else 1.0))
+    if ftype == FilterType.CUBIC:
+        return AxisFilter(ftype, 2.0)
+    return AxisFilter(ftype, max(3.0, 3 * ratio if aa else 3.0))
+
+
+def axis_coeffs(
+    flt: AxisFilter, out_size: int, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Taps of one axis: ``first`` (int32, out_size) input index of tap 0 and ``coeffs``
+    (float32, out_size x support), normalised; indices are not clamped (the caller clamps).
+
+    For nearest neighbour, ``first`` is the sampled index and ``coeffs`` all ones.
+    """
+    scale = _f32((hi - lo) / out_size)
+    x = np.arange(out_size, dtype=np.float32)
+    centre = _f32(lo) + (x + _f32(0.5)) * scale
+    if flt.type == FilterType.NEAREST:
+        return np.floor(centre).astype(np.int32), np.ones((out_size, 1), np.float32)
+    s = flt.support
+    first = np.ceil(centre - _f32(0.5) - _f32(flt.radius)).astype(np.int32)
+    d = first[:, None] + np.arange(s)[None, :] + 0.5 - centre[:, None].astype(np.float64)
+    w = flt.weight(d / flt.radius)
+    tot = w.sum(axis=1, keepdims=True)
+    w = np.divide(w, tot, out=np.zeros_like(w), where=tot != 0)
+    return first, w.astype(np.float32)
+
+
+# --- resampling -----------------------------------------------------------------------------
+
+_PIL_FILTER = {
+    FilterType.LINEAR: Image.BILINEAR,
+    FilterType.TRIANGULAR: Image.BILINEAR,
+    FilterType.CUBIC: Image.BICUBIC,
+    FilterType.LANCZOS3: Image.LANCZOS,
+}
+_PIL_BASE_RADIUS = {Image.BILINEAR: 1.0, Image.BICUBIC: 2.0, Image.LANCZOS: 3.0}
+
+
+_NEGATIVE_LOBES = (FilterType.CUBIC, FilterType.LANCZOS3)
+
+
+def _pil_filter(flt: AxisFilter, in_extent: float, out_size: int) -> int | None:
+    """The Pillow filter that gives exactly ``flt`` on this axis, or None."""
+    pf = _PIL_FILTER.get(flt.type)
+    if pf is None:
+        return None
+    want = _PIL_BASE_RADIUS[pf] * max(1.0, in_extent / out_size)
+    return pf if abs(want - flt.radius) <= 1e-6 * want else None
+
+
+def _to_pil(plane: np.ndarray) -> Image.Image:
+    h, w = plane.shape[:2]
+    if plane.dtype == np.float32:
+        mode = "F"
+    elif plane.ndim == 2:
+        mode = "L"
+    else:
+        mode = {3: "RGB", 4: "CMYK"}[plane.shape[2]]
+    return Image.frombuffer(mode, (w, h), np.ascontiguousarray(plane), "raw", mode, 0, 1)
+
+
+def _pil_resample(img: np.ndarray, out_h: int, out_w: int, box, fy: int, fx: int) -> np.ndarray:
+    """Pillow resize of ``img`` (uint8 with 1/3/4 channels, or 2-D float32) over ``box``."""
+    squeeze = img.ndim == 3 and img.shape[2] == 1
+    pim = _to_pil(img[:, :, 0] if squeeze else img)
+    if fy == fx:
+        pim = pim.resize((out_w, out_h), fx, box=box)
+    else:  # different filters per axis: one pass each, horizontal first
+        x0, y0, x1, y1 = box
+        pim = pim.resize((out_w, pim.size[1]), fx, box=(x0, 0, x1, pim.size[1]))
+        pim = pim.resize((out_w, out_h), fy, box=(0, y0, out_w, y1))
+    out = np.asarray(pim)
+    return out[:, :, None] if squeeze else out
+
+
+def _np_resample_axis(
+    x: np.ndarray, axis: int, flt: AxisFilter, out_size: int, lo: float, hi: float
+) -> np.ndarray:
+    first, coeffs = axis_coeffs(flt, out_size, lo, hi)
+    n = x.shape[axis]
+    shape = [1] * x.ndim
+    shape[axis] = out_size
+    acc = None
+    for k in range(coeffs.shape[1]):
+        idx = np.clip(first + k, 0, n - 1)
+        term = np.take(x, idx, axis=axis)
+        if flt.type != FilterType.NEAREST:
+            term = term * coeffs[:, k].reshape(shape)
+        acc = term if acc is None else acc + term
+    return acc
+
+
+def _finish(x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+    if x.dtype == out_dtype:
+        return x
+    if np.issubdtype(out_dtype, np.integer):
+        info = np.iinfo(out_dtype)
+        x = np.clip(np.rint(x), info.min, info.max)
+    return x.astype(out_dtype)
+
+
+def resample(
+    img: np.ndarray,
+    params: ResizeParams,
+    min_filter: FilterType = FilterType.TRIANGULAR,
+    mag_filter: FilterType = FilterType.LINEAR,
+    antialias: bool = True,
+    out_dtype: np.dtype | None = None,
+) -> np.ndarray:
+    """Resample an HWC image to ``params.dst_size`` from the ROI ``params.src_lo/src_hi``.
+
+    Args:
+        img: H x W x C array (any C; uint8 and float32 take the fast paths).
+        params: from :func:`resize_params`, (H, W) order.
+        min_filter, mag_filter, antialias: as DALI's resampling attributes (already promoted
+            with :func:`interp_to_filter`).
+        out_dtype: output type (default: the input's); float output is not rounded.
+
+    Returns:
+        A new out_h x out_w x C array.
+    """
+    out_dtype = img.dtype if out_dtype is None else np.dtype(out_dtype)
+    H, W, C = img.shape
+    out_h, out_w = params.dst_size
+    (ly, lx), (hy, hx) = params.src_lo, params.src_hi
+    flip_y, flip_x = hy < ly, hx < lx
+    ly, hy = min(ly, hy), max(ly, hy)
+    lx, hx = min(lx, hx), max(lx, hx)
+    if out_h == 0 or out_w == 0 or H == 0 or W == 0:
+        return np.zeros((out_h, out_w, C), out_dtype)
+    fy = select_axis_filter(hy - ly, out_h, min_filter, mag_filter, antialias)
+    fx = select_axis_filter(hx - lx, out_w, min_filter, mag_filter, antialias)
+    out = _resample_unflipped(img, out_h, out_w, (ly, hy), (lx, hx), fy, fx, out_dtype)
+    if flip_y:
+        out = out[::-1]
+    if flip_x:
+        out = out[:, ::-1]
+    return out if not (flip_x or flip_y) else np.ascontiguousarray(out)
+
+
+def _resample_unflipped(img, out_h, out_w, ry, rx, fy, fx, out_dtype):
+    H, W, C = img.shape
+    full = ry == (0.0, float(H)) and rx == (0.0, float(W))
+    nn = fy.type == FilterType.NEAREST and fx.type == FilterType.NEAREST
+    if nn:
+        iy, _ = axis_coeffs(fy, out_h, *ry)
+        ix, _ = axis_coeffs(fx, out_w, *rx)
+        out = img[np.clip(iy, 0, H - 1)][:, np.clip(ix, 0, W - 1)]
+        return _finish(out, out_dtype)
+    bilinear = all(
+        f.type in (FilterType.LINEAR, FilterType.TRIANGULAR) and f.radius == 1.0 for f in (fy, fx)
+    )
+    fast_dtype = (img.dtype == np.uint8 and out_dtype == np.uint8) or (
+        img.dtype in (np.uint8, np.float32) and out_dtype == np.float32
+    )
+    if bilinear and full and fast_dtype and C <= 4:
+        src = img if img.dtype == out_dtype else img.astype(out_dtype)
+        out = cv2.resize(src, (out_w, out_h), interpolation=cv2.INTER_LINEAR)
+        return out.reshape(out_h, out_w, C)
+    py = _pil_filter(fy, ry[1] - ry[0], out_h)
+    px = _pil_filter(fx, rx[1] - rx[0], out_w)
+    if py is not None and px is not None and fast_dtype:
+        return _pil_path(img, out_h, out_w, ry, rx, fy, fx, py, px, out_dtype)
+    # separable numpy: the reference implementation of DALI's CPU kernel
+    x = img.astype(np.float32, copy=False)
+    if fy.type == FilterType.NEAREST:
+        x = _np_resample_axis(x, 0, fy, out_h, *ry)
+        x = _np_resample_axis(x, 1, fx, out_w, *rx)
+    else:
+        x = _np_resample_axis(x, 1, fx, out_w, *rx)
+        x = _np_resample_axis(x, 0, fy, out_h, *ry)
+    return _finish(x, out_dtype)
+
+
+def _pad_needed(n: int, lo: float, hi: float, flt: AxisFilter) -> tuple[int, int]:
+    """Edge padding so Pillow (which drops taps outside the image) clamps like DALI."""
+    plain = flt.radius == 1.0 and flt.type in (FilterType.LINEAR, FilterType.TRIANGULAR)
+    if plain and lo >= 0 and hi <= n:
+        return 0, 0  # one in-range tap at the border: truncation == clamping
+    reach = flt.radius + 1
+    return max(0, math.ceil(reach - lo)), max(0, math.ceil(hi + reach - n))
+
+
+def _pil_path(img, out_h, out_w, ry, rx, fy, fx, py, px, out_dtype):
+    H, W, C = img.shape
+    top, bottom = _pad_needed(H, *ry, fy)
+    left, right = _pad_needed(W, *rx, fx)
+    src = img
+    if out_dtype == np.float32 and img.dtype != np.float32:
+        src = img.astype(np.float32)
+    if top or bottom or left or right:
+        src = cv2.copyMakeBorder(src, top, bottom, left, right, cv2.BORDER_REPLICATE)
+        if src.ndim == 2:
+            src = src[:, :, None]
+    box = (rx[0] + left, ry[0] + top, rx[1] + left, ry[1] + top)
+    lobes = fy.type in _NEGATIVE_LOBES or fx.type in _NEGATIVE_LOBES
+    if src.dtype == np.uint8 and C in (1, 3, 4) and not lobes:
+        return _pil_resample(src, out_h, out_w, box, py, px)
+    # Pillow keeps 8-bit images 8-bit between its two passes, clipping the overshoot of
+    # cubic/Lanczos; DALI's intermediate is float, so go through float planes ("F").
+    planes = [
+        _pil_resample(
+            np.ascontiguousarray(src[:, :, c], dtype=np.float32), out_h, out_w, box, py, px
+        )
+        for c in range(C)
+    ]
+    return _finish(np.stack(planes, axis=-1), out_dtype)
+
+
+# --- the operator ---------------------------------------------------------------------------
+
+_SPATIAL_LAYOUTS = {
+    "HW": (0, 1, None),
+    "HWC": (0, 1, 2),
+    "CHW": (1, 2, 0),
+    "FHWC": (1, 2, 3),
+    "FHW": (1, 2, None),
+    "FCHW": (2, 3, 1),
+}
+_SIZE_ARGS = ("resize_x", "resize_y", "size", "resize_shorter", "resize_longer")
+
+
+def _check_number(name: str, v: Any, negative_ok: bool) -> None:
+    if v is None:
+        return
+    vals = np.atleast_1d(np.asarray(v, dtype=object)).tolist()
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, Real | np.number) or not math.isfinite(x):
+            raise ArgumentError(f"resize: {name}={v!r} must be a number (or numbers)")
+        if not negative_ok and x < 0:
+            raise ArgumentError(f"resize: {name}={v!r} must not be negative")
+
+
+class ResamplingAttrs:
+    """``interp_type``/``min_filter``/``mag_filter``/``antialias``/``dtype`` resolved once."""
+
+    def __init__(
+        self,
+        who: str,
+        interp_type=None,
+        min_filter=None,
+        mag_filter=None,
+        antialias=True,
+        dtype=None,
+    ):
+        def interp(name, v):
+            if v is None:
+                return None
+            try:
+                return to_interp_type(v)
+            except ValueError:
+                raise ArgumentError(
+                    f"{who}: {name}={v!r} is not an interpolation type "
+                    "(types.INTERP_NN, INTERP_LINEAR, ...)"
+                ) from None
+
+        it, mi, ma = (
+            interp("interp_type", interp_type),
+            interp("min_filter", min_filter),
+            interp("mag_filter", mag_filter),
+        )
+        self.antialias = bool(antialias)
+        src_min = mi if mi is not None else it
+        src_mag = ma if ma is not None else it
+        self.min_filter = (
+            interp_to_filter(src_min, self.antialias)
+            if src_min is not None
+            else FilterType.TRIANGULAR
+        )
+        self.mag_filter = (
+            interp_to_filter(src_mag, False) if src_mag is not None else FilterType.LINEAR
+        )
+        if dtype is None:
+            self.dtype = None
+        else:
+            try:
+                self.dtype = to_numpy_dtype(dtype)
+            except (TypeError, ValueError, KeyError):
+                raise ArgumentError(f"{who}: dtype={dtype!r} is not a data type") from None
+        self.who = who
+
+    def out_dtype(self, in_dtype: np.dtype) -> np.dtype:
+        if self.dtype is None:
+            return in_dtype
+        if self.dtype not in (in_dtype, np.dtype(np.float32)):
+            raise ArgumentError(
+                f"{self.who}: dtype={self.dtype} must be the input type ({in_dtype}) or float"
+            )
+        return self.dtype
+
+
+@register(legacy=("Resize",))
+class Resize(Operator):
+    """Resizes images (HWC, HW, CHW, FHWC) with DALI's size arguments and filters.
+
+    Give the size in exactly one way: ``resize_x``/``resize_y``, ``size``, ``resize_shorter``
+    or ``resize_longer``.
+
+    Args:
+        resize_x, resize_y: output width/height (0 = unspecified; negative flips). Per-sample
+            argument inputs allowed.
+        size: output extents in layout order, e.g. (H, W); one number means all axes.
+        resize_shorter: shorter side (keeps the aspect ratio, like ``mode="not_smaller"``).
+        resize_longer: longer side (keeps the aspect ratio, like ``mode="not_larger"``).
+        mode: ``"default"`` (missing extents take the geometric mean of the given scales),
+            ``"stretch"``, ``"not_larger"`` or ``"not_smaller"``; not with resize_shorter/longer.
+        max_size: limit of the output size, one value or one per axis.
+        subpixel_scale: fractional sizes keep the exact scale by moving the ROI (default True).
+        roi_start, roi_end: input region in layout order (together); start > end flips.
+        roi_relative: ROI in fractions of the input size (default False).
+        interp_type: ``types.INTERP_LINEAR`` (default), ``INTERP_NN``, ``INTERP_CUBIC``,
+            ``INTERP_LANCZOS3``, ``INTERP_TRIANGULAR``, ``INTERP_GAUSSIAN``.
+        min_filter, mag_filter: filters used when shrinking / enlarging (default linear).
+        antialias: widen the filter when shrinking (default True; never for NN).
+        dtype: output type: None (input type, default) or ``types.FLOAT``.
+
+    Example:
+        >>> images = fn.resize(fn.decoders.image(jpegs), resize_shorter=256)
+    """
+
+    schema = "resize"
+    arg_inputs = frozenset(
+        {"resize_x", "resize_y", "size", "resize_shorter", "resize_longer", "roi_start", "roi_end"}
+    )
+
+    def setup(
+        self,
+        *,
+        resize_x=None,
+        resize_y=None,
+        resize_z=None,
+        size=None,
+        resize_shorter=None,
+        resize_longer=None,
+        mode=None,
+        max_size=None,
+        subpixel_scale=True,
+        roi_start=None,
+        roi_end=None,
+        roi_relative=False,
+        interp_type=None,
+        min_filter=None,
+        mag_filter=None,
+        antialias=True,
+        dtype=None,
+        temp_buffer_hint=0,
+        minibatch_size=32,
+        image_type=None,
+    ) -> None:
+        if resize_z is not None:
+            raise ArgumentError(f"resize: resize_z={resize_z!r}: 3-D resize is not supported")
+        _check_number("resize_x", resize_x, True)
+        _check_number("resize_y", resize_y, True)
+        _check_number("size", size, True)
+        _check_number("resize_shorter", resize_shorter, False)
+        _check_number("resize_longer", resize_longer, False)
+        _check_number("max_size", max_size, False)
+        _check_number("roi_start", roi_start, True)
+        _check_number("roi_end", roi_end, True)
+        self._static = {
+            "resize_x": resize_x,
+            "resize_y": resize_y,
+            "size": size,
+            "resize_shorter": resize_shorter,
+            "resize_longer": resize_longer,
+            "roi_start": roi_start,
+            "roi_end": roi_end,
+        }
+        given = [k for k in _SIZE_ARGS if self._static[k] is not None]
+        self._checked = False
+        if given:  # else the size may still come as an argument input: checked on first run
+            self._check_size_args(given)
+        self.mode = None if mode is None else to_resize_mode(mode)
+        if mode is not None and (resize_shorter is not None or resize_longer is not None):
+            raise ArgumentError(
+                f"resize: mode={mode!r} cannot be combined with "
+                "resize_shorter/resize_longer (they imply the mode)"
+            )
+        self.max_size = max_size
+        self.subpixel_scale = bool(subpixel_scale)
+        self.roi_relative = bool(roi_relative)
+        self.attrs = ResamplingAttrs(
+            self.schema, interp_type, min_filter, mag_filter, antialias, dtype
+        )
+        self._layout = "HWC"
+
+    def _check_size_args(self, given: list[str]) -> None:
+        ways = {("resize_x" if k in ("resize_x", "resize_y") else k) for k in given}
+        if len(ways) != 1:
+            desc = ", ".join(f"{k}={self._value_repr(k)}" for k in given) or "none"
+            raise ArgumentError(
+                "resize: give the output size in exactly one way (resize_x/resize_y, size, "
+                f"resize_shorter or resize_longer); got {desc}"
+            )
+        self._checked = True
+
+    def _value_repr(self, k: str) -> str:
+        v = self._static.get(k)
+        return "<argument input>" if v is None else repr(v)
+
+    def output_layouts(self, input_layouts):
+        lay = input_layouts[0] if input_layouts else ""
+        if lay and lay not in _SPATIAL_LAYOUTS:
+            raise ArgumentError(
+                f"resize: input layout {lay!r} is not supported; use one of "
+                f"{sorted(_SPATIAL_LAYOUTS)} (spatial dimensions H, W adjacent, 2-D)"
+            )
+        self._layout = lay
+        return [lay]
+
+    def params_for(self, in_h: int, in_w: int, args: dict | None = None) -> ResizeParams:
+        """The geometry of one sample (static arguments overridden by argument inputs)."""
+        vals = dict(self._static)
+        if args:
+            for k, v in args.items():
+                vals[k] = np.asarray(v).tolist()
+            if not self._checked:
+                given = [k for k in _SIZE_ARGS if vals[k] is not None]
+                self._check_size_args(given)
+            for k in args:
+                _check_number(k, vals[k], k not in ("resize_shorter", "resize_longer"))
+        elif not self._checked:
+            self._check_size_args([])
+        if (vals["roi_start"] is None) != (vals["roi_end"] is None):
+            raise ArgumentError(
+                "resize: roi_start and roi_end must be given together; got "
+                f"roi_start={vals['roi_start']!r}, roi_end={vals['roi_end']!r}"
+            )
+        req, implied = requested_size(2, **{k: vals[k] for k in _SIZE_ARGS})
+        roi_s = _per_axis(vals["roi_start"], 2, "roi_start")
+        roi_e = _per_axis(vals["roi_end"], 2, "roi_end")
+        return resize_params(
+            (in_h, in_w),
+            req,
+            mode=implied or self.mode or ResizeMode.DEFAULT,
+            max_size=_per_axis(self.max_size, 2, "max_size"),
+            roi_start=roi_s,
+            roi_end=roi_e,
+            roi_relative=self.roi_relative,
+            subpixel_scale=self.subpixel_scale,
+        )
+
+    def run_sample(self, inputs, args, param):
+        img = inputs[0]
+        lay = self._layout or {2: "HW", 3: "HWC", 4: "FHWC"}.get(img.ndim, "")
+        if lay not in _SPATIAL_LAYOUTS or len(lay) != img.ndim:
+            raise ArgumentError(
+                f"resize: cannot resize a {img.ndim}-D sample with layout "
+                f"{lay!r}; expected HWC, HW, CHW, FHWC, FHW or FCHW"
+            )
+        h_ax, w_ax, c_ax = _SPATIAL_LAYOUTS[lay]
+        p = self.params_for(img.shape[h_ax], img.shape[w_ax], args)
+        out_dtype = self.attrs.out_dtype(img.dtype)
+        return resize_layout(img, lay, p, self.attrs, out_dtype)
+
+
+def resize_layout(
+    img: np.ndarray, layout: str, p: ResizeParams, attrs: ResamplingAttrs, out_dtype: np.dtype
+) -> np.ndarray:
+    """Resize a sample of any supported layout by viewing it as HWC image(s)."""
+    a = attrs
+
+    def one(hwc: np.ndarray) -> np.ndarray:
+        return resample(hwc, p, a.min_filter, a.mag_filter, a.antialias, out_dtype)
+
+    if layout == "HWC":
+        return one(img)
+    if layout == "HW":
+        return one(img[:, :, None])[:, :, 0]
+    if layout == "CHW":
+        return np.ascontiguousarray(one(np.moveaxis(img, 0, -1)).transpose(2, 0, 1))
+    if layout == "FHWC":
+        return np.stack([one(f) for f in img]) if len(img) else _empty_frames(img, p, out_dtype)
+    if layout == "FHW":
+        return np.stack([one(f[:, :, None])[:, :, 0] for f in img])
+    return np.stack(
+        [np.ascontiguousarray(one(np.moveaxis(f, 0, -1)).transpose(2, 0, 1)) for f in img]
+    )
+
+
+def _empty_frames(img, p, out_dtype):
+    return np.zeros((0, *p.dst_size, img.shape[-1]), out_dtype)
+
+
+__all__ = [
+    "Resize",
+    "ResizeMode",
+    "ResizeParams",
+    "FilterType",
+    "AxisFilter",
+    "resize_params",
+    "output_size",
+    "requested_size",
+    "select_axis_filter",
+    "axis_coeffs",
+    "resample",
+    "interp_to_filter",
+    "ResamplingAttrs",
+]
