@@ -1,0 +1,85 @@
+"""``fn.flip``: mirror samples horizontally, vertically and/or along depth (DALI's ``Flip``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..graph import Operator, register
+
+_DEFAULT_LAYOUTS = {2: "HW", 3: "HWC", 4: "FHWC", 5: "FDHWC"}
+
+
+def _flag(name: str, value: Any) -> int:
+    """An int flag from a Python/numpy scalar or a 1-element per-sample array."""
+    v = np.asarray(value)
+    ok = v.size == 1 and (
+        np.issubdtype(v.dtype, np.integer)
+        or v.dtype == np.bool_
+        or (np.issubdtype(v.dtype, np.floating) and float(v.reshape(())).is_integer())
+    )
+    if not ok:
+        raise ArgumentError(f"flip: {name}={value!r} must be an integer flag (0 or 1)")
+    return int(v.reshape(()))
+
+
+def flip_axes(layout: str, horizontal: int, vertical: int, depthwise: int) -> tuple[int, ...]:
+    """Array axes to reverse for ``layout`` (axes the layout lacks are ignored, as in DALI)."""
+    axes = []
+    for flag, dim in ((horizontal, "W"), (vertical, "H"), (depthwise, "D")):
+        if flag and dim in layout:
+            axes.append(layout.index(dim))
+    return tuple(sorted(axes))
+
+
+@register(legacy=("Flip",))
+class Flip(Operator):
+    """Flips samples along the W (``horizontal``), H (``vertical``) and D (``depthwise``) axes.
+
+    Works on any layout naming those axes: HWC, CHW, FHWC, DHWC, ... (an unset layout is taken
+    as HW, HWC, FHWC or FDHWC by the number of dimensions).
+
+    Args:
+        horizontal: nonzero flips horizontally (default 1). Per-sample argument input allowed,
+            e.g. ``horizontal=fn.random.coin_flip()``.
+        vertical: nonzero flips vertically (default 0). Per-sample argument input allowed.
+        depthwise: nonzero flips along depth (default 0). Per-sample argument input allowed.
+
+    Example:
+        >>> mirrored = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
+    """
+
+    schema = "flip"
+    arg_inputs = frozenset({"horizontal", "vertical", "depthwise"})
+
+    def setup(self, *, horizontal: int = 1, vertical: int = 0, depthwise: int = 0) -> None:
+        self.flags = {
+            "horizontal": _flag("horizontal", horizontal),
+            "vertical": _flag("vertical", vertical),
+            "depthwise": _flag("depthwise", depthwise),
+        }
+        self._layout = ""
+
+    def output_layouts(self, input_layouts):
+        self._layout = input_layouts[0] if input_layouts else ""
+        return [self._layout]
+
+    def run_sample(self, inputs, args, param):
+        x = inputs[0]
+        flags = self.flags
+        if args:
+            flags = {**flags, **{k: _flag(k, v) for k, v in args.items()}}
+        layout = self._layout or _DEFAULT_LAYOUTS.get(x.ndim, "")
+        if len(layout) != x.ndim:
+            raise ArgumentError(
+                f"flip: a {x.ndim}-D sample does not match the input layout {layout!r}"
+            )
+        axes = flip_axes(layout, flags["horizontal"], flags["vertical"], flags["depthwise"])
+        if not axes:
+            return x
+        index = [slice(None)] * x.ndim
+        for a in axes:
+            index[a] = slice(None, None, -1)
+        return np.ascontiguousarray(x[tuple(index)])

@@ -1,0 +1,125 @@
+"""fn.flip: numpy flips for every layout and flag combination, per-sample argument inputs,
+argument errors, and a real pipeline."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dlpipe import ArgumentError, Pipeline, fn, ops
+from dlpipe.graph import REGISTRY
+from dlpipe.operators.flip import Flip, flip_axes
+
+
+def run_op(x, layout, args=None, **kwargs):
+    op = Flip(**kwargs)
+    assert op.output_layouts([layout]) == [layout]
+    return op.run_sample((x,), args or {}, None)
+
+
+def ref_flip(x, layout, h, v, d):
+    for flag, dim in ((h, "W"), (v, "H"), (d, "D")):
+        if flag and dim in layout:
+            x = np.flip(x, layout.index(dim))
+    return x
+
+
+SHAPES = {
+    "HWC": (4, 5, 3),
+    "CHW": (3, 4, 5),
+    "FHWC": (2, 4, 5, 3),
+    "DHWC": (3, 4, 5, 2),
+    "HW": (4, 5),
+    "FCHW": (2, 3, 4, 5),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(SHAPES))
+@pytest.mark.parametrize("h, v, d", list(itertools.product((0, 1), repeat=3)))
+def test_flip_matches_numpy(layout, h, v, d):
+    x = np.arange(np.prod(SHAPES[layout]), dtype=np.int32).reshape(SHAPES[layout])
+    out = run_op(x, layout, horizontal=h, vertical=v, depthwise=d)
+    np.testing.assert_array_equal(out, ref_flip(x, layout, h, v, d))
+    assert out.flags.c_contiguous
+
+
+def test_defaults_flip_horizontally_only():
+    x = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
+    np.testing.assert_array_equal(run_op(x, "HWC"), x[:, ::-1])
+
+
+def test_unset_layout_is_inferred_from_ndim():
+    x = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
+    np.testing.assert_array_equal(run_op(x, "", vertical=1, horizontal=0), x[::-1])
+    y = np.arange(48, dtype=np.uint8).reshape(2, 2, 4, 3)  # FHWC
+    np.testing.assert_array_equal(run_op(y, ""), y[:, :, ::-1])
+
+
+def test_flip_axes():
+    assert flip_axes("HWC", 1, 1, 1) == (0, 1)
+    assert flip_axes("DHWC", 1, 0, 1) == (0, 2)
+    assert flip_axes("CHW", 1, 0, 0) == (2,)
+
+
+def test_per_sample_argument_values_override():
+    x = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
+    op_args = {"horizontal": np.int32(0), "vertical": np.array([1], np.int32)}
+    np.testing.assert_array_equal(run_op(x, "HWC", op_args), x[::-1])
+    np.testing.assert_array_equal(run_op(x, "HWC", {"horizontal": np.bool_(False)}), x)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(horizontal="yes"), "horizontal='yes'"),
+        (dict(vertical=0.5), "vertical=0.5"),
+        (dict(depthwise=[1, 0]), "depthwise"),
+    ],
+)
+def test_argument_errors(kwargs, match):
+    with pytest.raises(ArgumentError, match=match):
+        Flip(**kwargs)
+
+
+def test_sample_rank_must_match_layout():
+    with pytest.raises(ArgumentError, match="layout"):
+        run_op(np.zeros((2, 3)), "HWC")
+
+
+def test_pipeline_fixed_flags_and_legacy_op(image_root):
+    pipe = Pipeline(batch_size=4, num_threads=2)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        both = fn.flip(images, horizontal=1, vertical=1)
+        legacy = ops.Flip(horizontal=0, vertical=1)(images)
+        pipe.set_outputs(images, both, legacy)
+    pipe.build()
+    images, both, legacy = pipe.run()
+    assert both.layout() == "HWC"
+    for i in range(len(images)):
+        np.testing.assert_array_equal(both.at(i), images.at(i)[::-1, ::-1])
+        np.testing.assert_array_equal(legacy.at(i), images.at(i)[::-1])
+
+
+@pytest.mark.skipif("random.coin_flip" not in REGISTRY, reason="fn.random.coin_flip not built")
+def test_pipeline_coin_flip_argument_input(image_root):
+    pipe = Pipeline(batch_size=8, num_threads=2, seed=5)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        coin = fn.random.coin_flip(probability=0.5)
+        flipped = fn.flip(images, horizontal=coin)
+        pipe.set_outputs(images, coin, flipped)
+    pipe.build()
+    seen = set()
+    for _ in range(3):
+        images, coin, flipped = pipe.run()
+        for i in range(len(images)):
+            c = int(np.asarray(coin.at(i)))
+            seen.add(c)
+            expected = images.at(i)[:, ::-1] if c else images.at(i)
+            np.testing.assert_array_equal(flipped.at(i), expected)
+    assert seen == {0, 1}
