@@ -1,0 +1,106 @@
+"""The GPU stage of the executor: mixed then GPU operators, batch-wise, on the pipeline's stream.
+
+The executor's GPU-stage thread calls :class:`GpuStage` once per iteration with the workspace the
+CPU stage filled. Operators run in graph order, each with one ``run_batch`` call for the whole
+batch; every launch goes to one non-blocking CUDA stream owned by the pipeline. A CUDA event
+recorded after the last operator marks the iteration's outputs ready; the host never waits for
+the GPU here, so the CPU stage, this stage and the GPU overlap. Each iteration allocates its
+outputs afresh (CuPy's pool recycles freed blocks in stream order), so a batch handed out is
+never overwritten while someone holds it, and memory stays flat from one epoch to the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .errors import DeviceError, MissingExtraError, require_extra
+from .executor import Workspace, _sample_error
+from .graph import DataNode, OpNode
+from .tensors import TensorListCPU
+
+
+class GpuStage:
+    """Runs ``gpu_ops`` (mixed and GPU operator nodes, topologically ordered) per iteration.
+
+    Args:
+        device_id: the GPU; None means the current device.
+        gpu_ops: the mixed/GPU operator nodes.
+        outputs: the pipeline outputs (CPU outputs are passed through as TensorListCPU).
+        layouts: layout per DataNode.
+
+    Raises:
+        MissingExtraError: CuPy is not installed.
+        DeviceError: no GPU, or ``device_id`` does not name one.
+    """
+
+    def __init__(
+        self,
+        device_id: int | None,
+        gpu_ops: Sequence[OpNode],
+        outputs: Sequence[DataNode],
+        layouts: dict[DataNode, str],
+    ):
+        try:
+            cupy = require_extra("cupy", "cuda13")
+        except MissingExtraError:
+            raise
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # no driver, no device
+            raise DeviceError(
+                f"the pipeline has GPU operators but no CUDA GPU is usable: {e}"
+            ) from e
+        if count < 1:
+            raise DeviceError("the pipeline has GPU operators but no CUDA GPU is present")
+        if device_id is None:
+            device_id = cupy.cuda.runtime.getDevice()
+        if not 0 <= int(device_id) < count:
+            raise DeviceError(f"device_id={device_id} is not a GPU of this machine ({count} found)")
+        self.device_id = int(device_id)
+        self._cupy = cupy
+        from .tensors_gpu import SampleList, TensorListGPU
+
+        self._SampleList = SampleList
+        self._TensorListGPU = TensorListGPU
+        with cupy.cuda.Device(self.device_id):
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.ops = list(gpu_ops)
+        self.outputs = list(outputs)
+        self.layouts = layouts
+
+    def __call__(self, ws: Workspace) -> tuple:
+        cupy = self._cupy
+        n = ws.batch_size
+        with cupy.cuda.Device(self.device_id), self.stream:
+            for node in self.ops:
+                op = node.op
+                params = op.batch_params(n)
+                ws.params[node] = params
+                inputs = [ws.values[x] for x in node.inputs]
+                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                try:
+                    outs = op.run_batch(inputs, args, params, self.stream)
+                except BaseException as e:
+                    raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
+                if len(node.outputs) == 1:
+                    outs = (outs[0] if isinstance(outs, tuple) else outs,)
+                elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):
+                    raise RuntimeError(
+                        f"{op.schema}.run_batch returned {type(outs).__name__}; expected a tuple "
+                        f"of {len(node.outputs)} outputs"
+                    )
+                for dn, val in zip(node.outputs, outs, strict=True):
+                    ws.values[dn] = self._SampleList.coerce(val)
+            event = cupy.cuda.Event(block=False, disable_timing=True)
+            event.record(self.stream)
+        ws.gpu = event
+        result = []
+        for x in self.outputs:
+            layout = self.layouts.get(x, "")
+            if x.device == "gpu":
+                result.append(
+                    self._TensorListGPU(ws.values[x], layout, event, self.stream, ws.source_info)
+                )
+            else:
+                result.append(TensorListCPU(ws.values[x], layout, ws.source_info))
+        return tuple(result)

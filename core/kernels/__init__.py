@@ -1,0 +1,95 @@
+"""CUDA kernels of the GPU operators: sources (``*.cu``/``*.cuh``, package data) and their
+CuPy factories and batch launchers.
+
+Every launcher takes a whole batch (a :class:`~dlpipe.tensors_gpu.SampleList` or a list of CuPy
+arrays), packs the per-sample parameters into one small array that goes to the device in one
+copy, and launches one kernel on the given stream (``blockIdx.z`` is the sample). Kernel
+factories are ``_get_<op>_kernel(...)``, memoised per device and type combination.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+_DIR = os.path.dirname(__file__)
+
+# numpy dtype -> C type name used in the kernel templates
+CTYPES = {
+    np.dtype(np.uint8): "uint8",
+    np.dtype(np.int8): "int8",
+    np.dtype(np.uint16): "uint16",
+    np.dtype(np.int16): "int16",
+    np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.float16): "dl_half",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+_WIDE = {np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.float64)}
+
+
+def ctype(dtype) -> str:
+    """The C name of ``dtype`` in the kernels; TypeError for a type they do not handle."""
+    dt = np.dtype(dtype)
+    if dt not in CTYPES:
+        raise TypeError(
+            f"GPU kernels do not handle dtype {dt}; supported: {sorted(str(t) for t in CTYPES)}"
+        )
+    return CTYPES[dt]
+
+
+def acc_ctype(*dtypes) -> str:
+    """Accumulator type: double when a 32-bit integer or float64 is involved, else float."""
+    return "double" if any(np.dtype(d) in _WIDE for d in dtypes) else "float"
+
+
+@functools.cache
+def source(name: str) -> str:
+    """Kernel source ``name`` with ``common.cuh`` inlined (NVRTC needs no include path then)."""
+    with open(os.path.join(_DIR, "common.cuh")) as f:
+        common = f.read().replace("#pragma once", "")
+    with open(os.path.join(_DIR, name)) as f:
+        return f.read().replace('#include "common.cuh"', common)
+
+
+@functools.cache
+def get_function(src_name: str, expression: str, device_id: int):
+    """The compiled kernel ``expression`` (a template instantiation) of ``src_name`` on a device."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        mod = cupy.RawModule(
+            code=source(src_name), options=("--std=c++17",), name_expressions=[expression]
+        )
+        return mod.get_function(expression)
+
+
+def upload(host: np.ndarray, stream):
+    """Copy a small host array (per-sample parameters) to the device on ``stream``."""
+    import cupy
+
+    dev = cupy.empty(host.shape, host.dtype)
+    dev.set(host, stream=stream)
+    return dev
+
+
+def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tuple]:
+    bx, by = block
+    return ((max_w + bx - 1) // bx, (max_h + by - 1) // by, n), (bx, by, 1)
+
+
+def stream_scoped(fn):
+    """Run a launcher with its ``stream`` argument as CuPy's current stream, so the outputs and
+    descriptors it allocates belong to that stream in CuPy's pool (stream-ordered reuse)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, stream=None, **kwargs):
+        if stream is None:
+            return fn(*args, stream=stream, **kwargs)
+        with stream:
+            return fn(*args, stream=stream, **kwargs)
+
+    return wrapper

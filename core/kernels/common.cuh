@@ -1,0 +1,46 @@
+// Shared helpers for dlpipe's CUDA kernels (compiled with NVRTC through CuPy RawModule).
+#pragma once
+
+typedef unsigned char uint8;
+typedef signed char int8;
+typedef unsigned short uint16;
+typedef short int16;
+
+// IEEE half stored as 16 bits; converted with PTX so no CUDA header is needed under NVRTC.
+struct __align__(2) dl_half { unsigned short bits; };
+__device__ __forceinline__ float half_to_float(dl_half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ dl_half float_to_half(float f) {
+  dl_half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+
+// Convert an accumulator value to the output type: floats pass through, integers round to
+// nearest (ties to even, as numpy's rint) and saturate to the type's range.
+template <typename T> struct Conv;
+template <> struct Conv<float> { template <typename A> __device__ static float to(A v) { return (float)v; } };
+template <> struct Conv<double> { template <typename A> __device__ static double to(A v) { return (double)v; } };
+template <> struct Conv<dl_half> { template <typename A> __device__ static dl_half to(A v) { return float_to_half((float)v); } };
+#define DLPIPE_INT_CONV(T, LO, HI)                                                     \
+  template <> struct Conv<T> {                                                        \
+    template <typename A> __device__ static T to(A v) {                               \
+      double r = rint((double)v);                                                     \
+      r = r < (double)(LO) ? (double)(LO) : (r > (double)(HI) ? (double)(HI) : r);    \
+      return (T)r;                                                                    \
+    }                                                                                 \
+  };
+DLPIPE_INT_CONV(uint8, 0, 255)
+DLPIPE_INT_CONV(int8, -128, 127)
+DLPIPE_INT_CONV(uint16, 0, 65535)
+DLPIPE_INT_CONV(int16, -32768, 32767)
+DLPIPE_INT_CONV(int, -2147483648.0, 2147483647.0)
+DLPIPE_INT_CONV(unsigned int, 0, 4294967295.0)
+
+template <typename T> __device__ __forceinline__ float load_f(const T *p) { return (float)(*p); }
+template <> __device__ __forceinline__ float load_f<dl_half>(const dl_half *p) { return half_to_float(*p); }
+template <typename T> __device__ __forceinline__ double load_d(const T *p) { return (double)(*p); }
+template <> __device__ __forceinline__ double load_d<dl_half>(const dl_half *p) { return (double)half_to_float(*p); }

@@ -1,0 +1,189 @@
+"""GPU crop / mirror / normalize / cast / transpose / pad (``slice.cu``), one launch per batch.
+
+``slice_normalize_batch`` is the fused kernel behind crop_mirror_normalize; crop, flip, cast and
+brightness_contrast are the same kernel with some of the steps set to identity.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import acc_ctype, ctype, get_function, grid_for, stream_scoped, upload
+from ._batch import alloc_batch, as_samples, hwc_view, per_sample
+
+SLICE_DESC = np.dtype(
+    [
+        (f, "<i8")
+        for f in (
+            "in_ptr",
+            "out_ptr",
+            "in_h",
+            "in_w",
+            "in_sy",
+            "in_sx",
+            "out_h",
+            "out_w",
+            "y0",
+            "x0",
+            "flip_x",
+            "flip_y",
+        )
+    ]
+    + [("mean", "<f8", (4,)), ("mul", "<f8", (4,)), ("fill", "<f8", (4,)), ("shift", "<f8")]
+)
+
+
+@functools.cache
+def _get_slice_kernel(in_dtype, out_dtype, device_id: int):
+    expr = (
+        f"slice_normalize<{ctype(in_dtype)}, {ctype(out_dtype)}, {acc_ctype(in_dtype, out_dtype)}>"
+    )
+    return get_function("slice.cu", expr, device_id)
+
+
+@stream_scoped
+def slice_normalize_batch(
+    inputs,
+    out_h,
+    out_w,
+    y0=0,
+    x0=0,
+    flip_x=0,
+    flip_y=0,
+    mean=0.0,
+    mul=1.0,
+    shift=0.0,
+    fill=0.0,
+    out_dtype=None,
+    out_channels=None,
+    planar: bool = False,
+    stream=None,
+):
+    """Crop, mirror, normalize, cast and lay out every HWC sample of a batch in one launch.
+
+    ``out = (in[y0 + y, x0 + x] - mean[c]) * mul[c] + shift`` (mirrored source coordinates when
+    ``flip_x``/``flip_y``), converted to ``out_dtype`` (integers round to nearest and saturate).
+    Pixels outside the input and channels beyond the input's (``out_channels`` > C pads) get
+    ``fill[c]``, written as is.
+
+    Args:
+        inputs: the batch (SampleList or list of CuPy arrays), HWC or HW.
+        out_h, out_w, y0, x0, flip_x, flip_y: per sample (arrays of N) or one value for all.
+        mean, mul, fill: per channel (up to 4 values; the last repeats), or (N, C) per sample.
+        shift: one value, or per sample.
+        out_dtype: output type (default: the input's).
+        out_channels: output channels (default: the input's).
+        planar: write CHW instead of HWC.
+        stream: the CUDA stream.
+
+    Returns:
+        A SampleList of (H, W, C) or (C, H, W) samples (HW when the input was HW and C is 1).
+    """
+    s, h, w, c, sy, sx = hwc_view(as_samples(inputs))
+    n = len(s)
+    in_c = int(c[0]) if n else 1
+    if n and not (c == in_c).all():
+        raise ValueError("every sample of a GPU batch must have the same channel count")
+    out_c = int(out_channels or in_c)
+    out_dtype = np.dtype(out_dtype or s.dtype)
+    oh, ow = per_sample(out_h, n, dtype=np.int64), per_sample(out_w, n, dtype=np.int64)
+    if s.shapes.shape[1] == 2 and out_c == 1:
+        shapes = np.stack([oh, ow], axis=1)
+    elif planar:
+        shapes = np.stack([np.full(n, out_c), oh, ow], axis=1)
+    else:
+        shapes = np.stack([oh, ow, np.full(n, out_c)], axis=1)
+    out = alloc_batch(shapes, out_dtype, s.device_id)
+    if n == 0:
+        return out
+    d = np.zeros(n, SLICE_DESC)
+    d["in_ptr"] = s.ptrs.view(np.int64)
+    d["out_ptr"] = out.ptrs.view(np.int64)
+    d["in_h"], d["in_w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
+    d["out_h"], d["out_w"] = oh, ow
+    d["y0"], d["x0"] = per_sample(y0, n, dtype=np.int64), per_sample(x0, n, dtype=np.int64)
+    d["flip_x"] = per_sample(flip_x, n, dtype=np.int64) != 0
+    d["flip_y"] = per_sample(flip_y, n, dtype=np.int64) != 0
+    d["mean"] = per_sample(mean, n, 4)
+    d["mul"] = per_sample(mul, n, 4)
+    d["fill"] = per_sample(fill, n, 4)
+    d["shift"] = per_sample(shift, n)
+    dev = upload(d.view(np.uint8), stream)
+    grid, block = grid_for(int(oh.max()), int(ow.max()), n)
+    k = _get_slice_kernel(s.dtype, out_dtype, s.device_id)
+    k(grid, block, (dev, np.int32(in_c), np.int32(out_c), np.int32(bool(planar))), stream=stream)
+    return out
+
+
+def crop_batch(inputs, out_h, out_w, y0, x0, fill=0.0, out_dtype=None, stream=None):
+    """Crop windows (anchor may be outside: those pixels get ``fill``), HWC in and out."""
+    return slice_normalize_batch(
+        inputs, out_h, out_w, y0, x0, fill=fill, out_dtype=out_dtype, stream=stream
+    )
+
+
+def flip_batch(inputs, horizontal, vertical, stream=None):
+    """Flip HWC samples horizontally and/or vertically (per-sample flags)."""
+    s = as_samples(inputs)
+    h, w = (s.shapes[:, 0], s.shapes[:, 1]) if len(s) else (0, 0)
+    return slice_normalize_batch(s, h, w, 0, 0, flip_x=horizontal, flip_y=vertical, stream=stream)
+
+
+def affine_batch(inputs, mul, add, out_dtype=None, stream=None):
+    """``out = in * mul + add`` per sample (and per channel), HWC in and out (brightness_contrast:
+    ``mul = brightness * contrast``, ``add = brightness_shift * R + brightness * center *
+    (1 - contrast)``)."""
+    s = as_samples(inputs)
+    h, w = (s.shapes[:, 0], s.shapes[:, 1]) if len(s) else (0, 0)
+    return slice_normalize_batch(
+        s, h, w, 0, 0, mean=0.0, mul=mul, shift=add, out_dtype=out_dtype, stream=stream
+    )
+
+
+@stream_scoped
+def cast_batch(inputs, out_dtype, stream=None):
+    """Convert every sample (any shape, contiguous) to ``out_dtype``; integers round to nearest
+    (ties to even) and saturate."""
+    import cupy
+
+    from ..tensors_gpu import SampleList
+
+    s = as_samples(inputs)
+    n = len(s)
+    if n == 0:
+        return alloc_batch(np.zeros((0, s.shapes.shape[1])), out_dtype, s.device_id)
+    if not _contiguous(s):
+        s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
+    numel = s.shapes.prod(axis=1)
+    flat = SampleList(
+        s.dtype,
+        s.ptrs,
+        np.stack([np.ones(n, np.int64), numel, np.ones(n, np.int64)], axis=1),
+        np.stack([numel, np.ones(n, np.int64), np.ones(n, np.int64)], axis=1),
+        s.owners,
+        s.device_id,
+    )
+    out = slice_normalize_batch(flat, 1, numel, out_dtype=out_dtype, stream=stream)
+    # view the flat outputs with the input shapes
+    return SampleList(
+        out.dtype,
+        out.ptrs,
+        s.shapes,
+        _c_strides(s.shapes),
+        out.owners,
+        out.device_id,
+        dense=out.dense.reshape((n, *s.shape_list()[0])) if out.dense is not None else None,
+    )
+
+
+def _c_strides(shapes: np.ndarray) -> np.ndarray:
+    strides = np.ones_like(shapes)
+    if shapes.shape[1] > 1:
+        strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+    return strides
+
+
+def _contiguous(s) -> bool:
+    return bool((s.strides == _c_strides(s.shapes)).all())

@@ -1,0 +1,76 @@
+"""``_copy_to_gpu``: the operator behind ``DataNode.gpu()``, a CPU -> GPU copy through pinned
+memory (device "mixed").
+
+The whole batch is packed into one pinned host buffer and sent with one asynchronous copy on the
+pipeline's stream. A batch of equal shapes becomes one dense device array; a ragged batch one
+device buffer with each sample at a 256-byte aligned offset. The pinned buffer is kept until the
+copy's event has passed, so it is never refilled while the copy reads it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..graph import Operator, register
+
+_ALIGN = 256
+
+
+@register
+class CopyToGpu(Operator):
+    """Copies a CPU batch to the GPU (what ``node.gpu()`` builds)."""
+
+    schema = "_copy_to_gpu"
+    devices = ("mixed",)
+
+    def setup(self) -> None:
+        self._pending: deque = deque()
+
+    def _release_finished(self) -> None:
+        while self._pending and self._pending[0][0].done:
+            self._pending.popleft()
+
+    def run_batch(self, inputs, args, params, stream):
+        import cupy
+        import cupyx
+
+        from ..tensors_gpu import SampleList
+
+        self._release_finished()
+        samples = [np.asarray(x) for x in inputs[0]]
+        n = len(samples)
+        if n == 0:
+            return SampleList.from_arrays([])
+        dtypes = {a.dtype for a in samples}
+        if len(dtypes) > 1:
+            raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
+        dtype = samples[0].dtype
+        if len({a.shape for a in samples}) == 1:
+            pinned = cupyx.empty_pinned((n, *samples[0].shape), dtype)
+            np.stack(samples, out=pinned)
+            dense = cupy.empty(pinned.shape, dtype)
+            dense.set(pinned, stream=stream)
+            out = SampleList.from_dense(dense)
+        else:
+            sizes = np.array([a.nbytes for a in samples], np.int64)
+            offsets = np.zeros(n, np.int64)
+            offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
+            total = int(offsets[-1] + sizes[-1])
+            pinned = cupyx.empty_pinned((max(total, 1),), np.uint8)
+            for a, off, sz in zip(samples, offsets, sizes, strict=True):
+                pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            flat = cupy.empty(pinned.shape, np.uint8)
+            flat.set(pinned, stream=stream)
+            ndim = samples[0].ndim
+            shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
+            strides = np.ones_like(shapes)
+            if ndim > 1:
+                strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+            ptrs = np.uint64(flat.data.ptr) + offsets.astype(np.uint64)
+            out = SampleList(dtype, ptrs, shapes, strides, flat, flat.device.id)
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
+        self._pending.append((event, pinned))
+        return out
