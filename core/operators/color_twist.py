@@ -1,0 +1,222 @@
+"""``fn.color_twist``, ``fn.hsv``, ``fn.hue`` and ``fn.saturation``: colour adjustments done, as
+in DALI (``color_twist.h``), as one 3x3 linear transform of each RGB pixel through YIQ space::
+
+    M = brightness * contrast * YIQ->RGB * Hue(hue) * Sat(saturation) * value * RGB->YIQ
+    out = M @ rgb + (half - half * contrast) * brightness
+
+``Hue`` rotates the I/Q plane by ``hue`` degrees, ``Sat`` scales I and Q; ``half`` is 0.5 for
+float inputs and 128 for integer ones. The matrices are composed in float32 in DALI's order;
+the transform runs in float32 (OpenCV's ``cv2.transform``) and the result is converted with
+rounding half away from zero and saturation.
+
+Differences from DALI, on purpose: ``dtype`` defaults to the input type (DALI's schema default
+for ``hsv``/``hue``/``saturation`` is UINT8 although its documentation says "the input type");
+``image_type=BGR`` permutes the transform so it acts on the right channels (DALI ignores it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ..types import DALIImageType, to_image_type
+from .cast import convert_sat, parse_dtype
+
+__all__ = ["ColorTwist", "Hsv", "Hue", "Saturation", "color_matrix"]
+
+RGB2YIQ = np.array(
+    [[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]], np.float32
+)
+# DALI's precomputed (approximate) inverse of RGB2YIQ.
+YIQ2RGB = np.array([[1.0, 0.956, 0.621], [1.0, -0.272, -0.647], [1.0, -1.107, 1.705]], np.float32)
+
+_TYPES = (np.uint8, np.int16, np.int32, np.float16, np.float32)
+
+
+def color_matrix(
+    hue: float = 0.0,
+    saturation: float = 1.0,
+    value: float = 1.0,
+    brightness: float = 1.0,
+    contrast: float = 1.0,
+) -> np.ndarray:
+    """The 3x3 float32 RGB transform for the given adjustments (see the module doc)."""
+    h = np.float32(hue * math.pi / 180)
+    c, s = np.cos(h), np.sin(h)
+    hue_m = np.eye(3, dtype=np.float32)
+    hue_m[1, 1] = hue_m[2, 2] = c
+    hue_m[1, 2] = s
+    hue_m[2, 1] = -s
+    sat_m = np.diag(np.array([1, saturation, saturation], np.float32))
+    m = np.float32(brightness) * np.float32(contrast) * YIQ2RGB
+    for factor in (hue_m, sat_m, np.float32(value) * np.eye(3, dtype=np.float32), RGB2YIQ):
+        m = (m @ factor).astype(np.float32)
+    return m
+
+
+def apply_color_matrix(
+    x: np.ndarray, m: np.ndarray, offset: float, out_dt: np.dtype, bgr: bool = False
+) -> np.ndarray:
+    """``out = m @ pixel + offset`` over the last (channel) axis of ``x``, in float32."""
+    if bgr:
+        m = m[::-1, ::-1]
+    aug = np.empty((3, 4), np.float32)
+    aug[:, :3] = m
+    aug[:, 3] = offset
+    f = x.astype(np.float32, copy=False).reshape(-1, 1, 3)
+    if f.shape[0] >= 2**31 or f.shape[0] == 0:
+        y = (f.reshape(-1, 3) @ m.T + np.float32(offset)).astype(np.float32)
+    else:
+        y = cv2.transform(f, aug)
+    y = y.reshape(x.shape)
+    return y if out_dt == np.float32 else convert_sat(y, out_dt)
+
+
+class _ColorBase(Operator):
+    _args: tuple[tuple[str, float], ...] = ()
+
+    def _setup(self, dtype, image_type, **values) -> None:
+        for name, v in values.items():
+            if np.ndim(v) or not np.isfinite(float(v)):
+                raise ArgumentError(f"{self.schema}: {name}={v!r} must be a finite number")
+            setattr(self, name, float(v))
+        self.dtype = parse_dtype(dtype, self.schema, allowed=_TYPES)
+        try:
+            self.image_type = to_image_type(image_type)
+        except ValueError:
+            raise ArgumentError(
+                f"{self.schema}: image_type={image_type!r} is not an image type"
+            ) from None
+        if self.image_type not in (DALIImageType.RGB, DALIImageType.BGR):
+            raise ArgumentError(
+                f"{self.schema}: image_type={self.image_type.name} is not supported; the "
+                "input must be RGB or BGR"
+            )
+
+    def output_layouts(self, input_layouts):
+        return [input_layouts[0] if input_layouts else ""]
+
+    def _value(self, args: dict, name: str, default: float) -> float:
+        v = args.get(name)
+        if v is not None:
+            return float(np.asarray(v).reshape(-1)[0])
+        return getattr(self, name, default)
+
+    def run_sample(self, inputs, args, param):
+        x = inputs[0]
+        if x.ndim < 1 or x.shape[-1] != 3:
+            raise ArgumentError(
+                f"{self.schema}: expects 3-channel images with channels last (HWC), got shape "
+                f"{list(x.shape)}"
+            )
+        if x.dtype not in _TYPES:
+            raise ArgumentError(f"{self.schema}: input type {x.dtype} is not supported")
+        hue = self._value(args, "hue", 0.0)
+        sat = self._value(args, "saturation", 1.0)
+        val = self._value(args, "value", 1.0)
+        bri = self._value(args, "brightness", 1.0)
+        con = self._value(args, "contrast", 1.0)
+        m = color_matrix(hue, sat, val, bri, con)
+        half = np.float32(0.5 if x.dtype.kind == "f" else 128.0)
+        offset = (half - half * np.float32(con)) * np.float32(bri)
+        return apply_color_matrix(
+            x, m, float(offset), self.dtype or x.dtype, self.image_type == DALIImageType.BGR
+        )
+
+
+@register(legacy=("ColorTwist",))
+class ColorTwist(_ColorBase):
+    """Adjusts hue, saturation, contrast and brightness of RGB images (HWC) in one linear
+    transform (see the module doc).
+
+    Args:
+        hue: hue rotation in degrees (default 0.0); per-sample argument input allowed.
+        saturation: saturation multiplier, 0 gives grey (default 1.0); argument input allowed.
+        contrast: contrast multiplier around the mid level (default 1.0); argument input
+            allowed.
+        brightness: brightness multiplier (default 1.0); argument input allowed.
+        image_type: ``types.RGB`` (default) or ``BGR``.
+        dtype: output type (default: the input's); integers round and saturate.
+
+    Example:
+        >>> with pipe:
+        ...     out = fn.color_twist(images, hue=fn.random.uniform(range=(-20, 20)),
+        ...                          saturation=fn.random.uniform(range=(0.5, 1.5)))
+    """
+
+    schema = "color_twist"
+    arg_inputs = frozenset({"hue", "saturation", "contrast", "brightness"})
+
+    def setup(
+        self,
+        *,
+        hue=0.0,
+        saturation=1.0,
+        contrast=1.0,
+        brightness=1.0,
+        image_type=DALIImageType.RGB,
+        dtype=None,
+    ) -> None:
+        self._setup(
+            dtype,
+            image_type,
+            hue=hue,
+            saturation=saturation,
+            contrast=contrast,
+            brightness=brightness,
+        )
+
+
+@register(legacy=("Hsv",))
+class Hsv(_ColorBase):
+    """Adjusts hue (additive, degrees), saturation and value (multiplicative) of RGB images,
+    approximated as a linear transform through YIQ space like DALI's ``fn.hsv``.
+
+    Args:
+        hue: hue delta in degrees (default 0.0); per-sample argument input allowed.
+        saturation: saturation multiplier (default 1.0); argument input allowed.
+        value: value (brightness) multiplier (default 1.0); argument input allowed.
+        dtype: output type (default: the input's).
+    """
+
+    schema = "hsv"
+    arg_inputs = frozenset({"hue", "saturation", "value"})
+
+    def setup(self, *, hue=0.0, saturation=1.0, value=1.0, dtype=None) -> None:
+        self._setup(dtype, DALIImageType.RGB, hue=hue, saturation=saturation, value=value)
+
+
+@register(legacy=("Hue",))
+class Hue(_ColorBase):
+    """Rotates the hue of RGB images by ``hue`` degrees (per-sample argument input allowed).
+
+    Args:
+        hue: degrees (default 0.0). image_type: RGB (default) or BGR. dtype: output type
+            (default: the input's).
+    """
+
+    schema = "hue"
+    arg_inputs = frozenset({"hue"})
+
+    def setup(self, *, hue=0.0, image_type=DALIImageType.RGB, dtype=None) -> None:
+        self._setup(dtype, image_type, hue=hue)
+
+
+@register(legacy=("Saturation",))
+class Saturation(_ColorBase):
+    """Scales the saturation of RGB images (0: grey; per-sample argument input allowed).
+
+    Args:
+        saturation: multiplier (default 1.0). image_type: RGB (default) or BGR. dtype: output
+            type (default: the input's).
+    """
+
+    schema = "saturation"
+    arg_inputs = frozenset({"saturation"})
+
+    def setup(self, *, saturation=1.0, image_type=DALIImageType.RGB, dtype=None) -> None:
+        self._setup(dtype, image_type, saturation=saturation)
