@@ -550,27 +550,34 @@ def _resample_unflipped(img, out_h, out_w, ry, rx, fy, fx, out_dtype):
     return _finish(x, out_dtype)
 
 
-def _pad_needed(n: int, lo: float, hi: float, flt: AxisFilter) -> tuple[int, int]:
-    """Edge padding so Pillow (which drops taps outside the image) clamps like DALI."""
+def _source_range(n: int, lo: float, hi: float, flt: AxisFilter) -> tuple[int, int, int, int]:
+    """Rows (or columns) [a, b) of the input that the taps of ROI [lo, hi] can reach, and the
+    edge padding (before, after) that makes Pillow, which drops taps outside its image, clamp
+    at the input's border like DALI."""
+    reach = flt.radius + 1
+    a, b = math.floor(lo - reach), math.ceil(hi + reach)
+    a0 = min(max(a, 0), n - 1)
+    b0 = max(min(b, n), a0 + 1)
     plain = flt.radius == 1.0 and flt.type in (FilterType.LINEAR, FilterType.TRIANGULAR)
     if plain and lo >= 0 and hi <= n:
-        return 0, 0  # one in-range tap at the border: truncation == clamping
-    reach = flt.radius + 1
-    return max(0, math.ceil(reach - lo)), max(0, math.ceil(hi + reach - n))
+        return a0, b0, 0, 0  # one in-range tap at the border: truncation == clamping
+    return a0, b0, max(0, a0 - a), max(0, b - b0)
 
 
 def _pil_path(img, out_h, out_w, ry, rx, fy, fx, py, px, out_dtype):
-    H, W, C = img.shape
-    top, bottom = _pad_needed(H, *ry, fy)
-    left, right = _pad_needed(W, *rx, fx)
-    src = img
+    C = img.shape[2]
+    y0, y1, top, bottom = _source_range(img.shape[0], *ry, fy)
+    x0, x1, left, right = _source_range(img.shape[1], *rx, fx)
+    src = img[y0:y1, x0:x1]  # a view: only the reachable part is converted/padded
     if out_dtype == np.float32 and img.dtype != np.float32:
-        src = img.astype(np.float32)
+        src = src.astype(np.float32)
     if top or bottom or left or right:
         src = cv2.copyMakeBorder(src, top, bottom, left, right, cv2.BORDER_REPLICATE)
         if src.ndim == 2:
             src = src[:, :, None]
-    box = (rx[0] + left, ry[0] + top, rx[1] + left, ry[1] + top)
+    ry = (ry[0] - y0 + top, ry[1] - y0 + top)
+    rx = (rx[0] - x0 + left, rx[1] - x0 + left)
+    box = (rx[0], ry[0], rx[1], ry[1])
     lobes = fy.type in _NEGATIVE_LOBES or fx.type in _NEGATIVE_LOBES
     if src.dtype == np.uint8 and C in (1, 3, 4) and not lobes:
         return _pil_resample(src, out_h, out_w, box, py, px)
