@@ -476,11 +476,9 @@ class BaseIterator:
 
     # --- conversion (what plugins override) ------------------------------------------------
     def _convert(self, tensorlist, pipeline) -> Any:
-        """Turn one output batch into the framework's type. The default: a numpy array for a
-        CPU batch (``as_tensor()``), the TensorList itself otherwise."""
-        if hasattr(tensorlist, "as_array"):
-            return tensorlist.as_tensor()
-        return tensorlist
+        """Turn one output batch into the framework's type. The default: the dense batch as a
+        numpy array (CPU) or a CuPy array (GPU, after the batch is ready)."""
+        return tensorlist.as_array()
 
     def _assemble(self, dicts: list[dict[str, Any]]) -> Any:
         """The value ``next()`` returns, from one dict per pipeline (left-out pipelines aside)."""
