@@ -1,4 +1,8 @@
-"""GPU resize: one launch per batch (``resize.cu``); used by resize and random_resized_crop."""
+"""GPU resize: one launch per batch (``resize.cu``); the numerics of ``operators/resize.py``.
+
+Used by ``fn.resize`` and ``fn.random_resized_crop`` on the GPU; the per-axis filter choice
+(:func:`axis_filters`) is the vectorised form of ``resize.select_axis_filter``.
+"""
 
 from __future__ import annotations
 
@@ -10,58 +14,85 @@ from . import ctype, get_function, grid_for, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, hwc_view
 
 RESIZE_DESC = np.dtype(
-    [(f, "<i8") for f in ("in_ptr", "out_ptr", "in_h", "in_w", "in_sy", "in_sx", "out_h", "out_w")]
-    + [
-        (f, "<f8")
-        for f in ("roi_y0", "roi_x0", "scale_y", "scale_x", "rad_y", "rad_x", "str_y", "str_x")
+    [
+        (f, "<i8")
+        for f in (
+            "in_ptr",
+            "out_ptr",
+            "in_h",
+            "in_w",
+            "in_sy",
+            "in_sx",
+            "out_h",
+            "out_w",
+            "kind_y",
+            "kind_x",
+            "sup_y",
+            "sup_x",
+        )
     ]
+    + [(f, "<f8") for f in ("lo_y", "lo_x", "scale_y", "scale_x", "rad_y", "rad_x")]
 )
 
-# interpolation name -> (filter kind in resize.cu, support radius); 0 = nearest neighbour
-FILTERS = {
-    "nn": (0, 0.5),
-    "linear": (1, 1.0),
-    "triangular": (1, 1.0),
-    "cubic": (2, 2.0),
-    "lanczos3": (3, 3.0),
-}
+# DALI's ResamplingFilterType (resize.FilterType)
+NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = range(6)
 
 
 @functools.cache
-def _get_resize_kernel(in_dtype, out_dtype, nearest: bool, device_id: int):
-    name = "resize_nn" if nearest else "resize_filter"
-    return get_function("resize.cu", f"{name}<{ctype(in_dtype)}, {ctype(out_dtype)}>", device_id)
+def _get_resize_kernel(in_dtype, out_dtype, device_id: int):
+    return get_function(
+        "resize.cu", f"resize_filter<{ctype(in_dtype)}, {ctype(out_dtype)}>", device_id
+    )
+
+
+def axis_filters(extent, out_size, min_filter: int, mag_filter: int, antialias: bool):
+    """(kind, radius, support) arrays of one axis per sample (``select_axis_filter``)."""
+    extent = np.asarray(extent, np.float64)
+    out_size = np.asarray(out_size, np.float64)
+    shrink = out_size < extent
+    kind = np.where(shrink, int(min_filter), int(mag_filter)).astype(np.int64)
+    aa = antialias & shrink
+    ratio = np.divide(extent, out_size, out=np.ones_like(extent), where=out_size != 0)
+    radius = np.ones_like(extent)
+    radius[kind == NEAREST] = 0.5
+    tri = (kind == TRIANGULAR) | (kind == GAUSSIAN)
+    radius[tri] = np.maximum(0.5, np.where(aa, ratio, 1.0))[tri]
+    radius[kind == CUBIC] = 2.0
+    lz = kind == LANCZOS3
+    radius[lz] = np.maximum(3.0, np.where(aa, 3 * ratio, 3.0))[lz]
+    support = np.maximum(1, np.ceil(2 * radius - 1e-6)).astype(np.int64)
+    support[kind == NEAREST] = 1
+    return kind, radius, support
 
 
 @stream_scoped
 def resize_batch(
     inputs,
     out_sizes,
-    roi=None,
-    interp: str = "linear",
+    src_lo=None,
+    src_hi=None,
+    min_filter: int = TRIANGULAR,
+    mag_filter: int = LINEAR,
     antialias: bool = True,
     out_dtype=None,
     stream=None,
 ):
-    """Resize every HWC sample of a batch in one launch.
+    """Resize every HWC (or HW) sample of a batch in one launch.
 
     Args:
-        inputs: the batch (SampleList or list of CuPy arrays), HWC or HW.
-        out_sizes: (N, 2) output (height, width) per sample.
-        roi: optional (N, 4) float source window (y0, x0, y1, x1) per sample in pixels (the
-            whole image when None); y1 < y0 or x1 < x0 flips that axis.
-        interp: "nn", "linear", "cubic" or "lanczos3".
-        antialias: widen the filter by the scale factor when shrinking (not for "nn").
-        out_dtype: output dtype (default: the input's).
+        inputs: the batch (SampleList or list of CuPy arrays).
+        out_sizes: (N, 2) output (height, width).
+        src_lo, src_hi: (N, 2) source window (y, x) per sample, as ``ResizeParams.src_lo/hi``
+            (hi < lo flips that axis); the whole image when None.
+        min_filter, mag_filter: ``FilterType`` values (already promoted by
+            ``interp_to_filter``) used when an axis shrinks / does not shrink.
+        antialias: widen the shrinking filter by the scale factor.
+        out_dtype: output type (default: the input's); integers round to nearest and saturate.
         stream: the CUDA stream.
 
     Returns:
-        A SampleList (dense when every output has the same size).
+        A SampleList, dense when every output has the same size.
     """
-    if interp not in FILTERS:
-        raise ValueError(
-            f"interp={interp!r} is not supported on the GPU; use one of {sorted(FILTERS)}"
-        )
     s, h, w, c, sy, sx = hwc_view(as_samples(inputs))
     n = len(s)
     out_sizes = np.asarray(out_sizes, np.int64).reshape(n, 2)
@@ -69,34 +100,135 @@ def resize_batch(
     channels = int(c[0]) if n else 1
     if n and not (c == channels).all():
         raise ValueError("resize: every sample of a GPU batch must have the same channel count")
-    two_d = s.shapes.shape[1] == 2
-    shapes = out_sizes if two_d else np.concatenate([out_sizes, np.full((n, 1), channels)], axis=1)
+    if s.shapes.shape[1] == 2:
+        shapes = out_sizes
+    else:
+        shapes = np.concatenate([out_sizes, np.full((n, 1), channels)], axis=1)
     out = alloc_batch(shapes, out_dtype, s.device_id)
-    if n == 0:
+    if n == 0 or not out_sizes.all():
         return out
-    if roi is None:
-        roi = np.stack([np.zeros(n), np.zeros(n), h, w], axis=1).astype(np.float64)
-    roi = np.asarray(roi, np.float64).reshape(n, 4)
-    kind, support = FILTERS[interp]
+    lo = np.zeros((n, 2)) if src_lo is None else np.asarray(src_lo, np.float64).reshape(n, 2)
+    hi = (
+        np.stack([h, w], 1).astype(np.float64)
+        if src_hi is None
+        else np.asarray(src_hi, np.float64).reshape(n, 2)
+    )
+    lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
+    a, b = np.minimum(lo32, hi32), np.maximum(lo32, hi32)
     d = np.empty(n, RESIZE_DESC)
     d["in_ptr"] = s.ptrs.view(np.int64)
     d["out_ptr"] = out.ptrs.view(np.int64)
     d["in_h"], d["in_w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
     d["out_h"], d["out_w"] = out_sizes[:, 0], out_sizes[:, 1]
-    d["roi_y0"], d["roi_x0"] = roi[:, 0], roi[:, 1]
-    scale_y = (roi[:, 2] - roi[:, 0]) / np.maximum(out_sizes[:, 0], 1)
-    scale_x = (roi[:, 3] - roi[:, 1]) / np.maximum(out_sizes[:, 1], 1)
-    d["scale_y"], d["scale_x"] = scale_y, scale_x
-    str_y = np.maximum(1.0, np.abs(scale_y)) if antialias else np.ones(n)
-    str_x = np.maximum(1.0, np.abs(scale_x)) if antialias else np.ones(n)
-    d["str_y"], d["str_x"] = str_y, str_x
-    d["rad_y"], d["rad_x"] = support * str_y, support * str_x
+    for ax, (k_f, s_f, r_f, l_f, sc_f) in enumerate(
+        (
+            ("kind_y", "sup_y", "rad_y", "lo_y", "scale_y"),
+            ("kind_x", "sup_x", "rad_x", "lo_x", "scale_x"),
+        )
+    ):
+        ext = (b[:, ax] - a[:, ax]).astype(np.float64)
+        kind, radius, support = axis_filters(
+            ext, out_sizes[:, ax], min_filter, mag_filter, antialias
+        )
+        d[k_f], d[s_f], d[r_f] = kind, support, radius
+        scale = ((b[:, ax].astype(np.float64) - a[:, ax]) / out_sizes[:, ax]).astype(np.float32)
+        flip = hi32[:, ax] < lo32[:, ax]
+        # a flipped axis samples the unflipped window backwards: start at hi, negative scale
+        d[l_f] = np.where(flip, b[:, ax], a[:, ax])
+        d[sc_f] = np.where(flip, -scale, scale)
     dev = upload(d.view(np.uint8), stream)
     grid, block = grid_for(int(out_sizes[:, 0].max()), int(out_sizes[:, 1].max()), n)
-    k = _get_resize_kernel(s.dtype, out_dtype, kind == 0, s.device_id)
-    keep = (s, dev)  # noqa: F841  (inputs and descriptors live until the launch is queued)
-    if kind == 0:
-        k(grid, block, (dev, np.int32(channels)), stream=stream)
-    else:
-        k(grid, block, (dev, np.int32(channels), np.int32(kind)), stream=stream)
+    _get_resize_kernel(s.dtype, out_dtype, s.device_id)(
+        grid, block, (dev, np.int32(channels)), stream=stream
+    )
     return out
+
+
+def _geometry(op, hw: np.ndarray, args: dict):
+    """Output sizes and source windows of a batch for the ``fn.resize`` operator ``op``.
+
+    A fully given, positive output size (the common training case) is vectorised; anything else
+    goes through ``op.params_for`` per sample, memoised per input size when no argument input
+    changes the arguments.
+    """
+    from ..operators.resize import ResizeMode
+
+    n = len(hw)
+    st = op._static
+    fixed = None
+    if (
+        not args
+        and st["roi_start"] is None
+        and op.max_size is None
+        and op.mode in (None, ResizeMode.DEFAULT, ResizeMode.STRETCH)
+    ):
+        if st["size"] is not None:
+            v = np.atleast_1d(np.asarray(st["size"], np.float64))
+            v = np.repeat(v, 2) if v.size == 1 else v
+            fixed = v if v.size == 2 else None
+        elif st["resize_x"] is not None and st["resize_y"] is not None:
+            fixed = np.array([st["resize_y"], st["resize_x"]], np.float64)
+        if fixed is not None and not ((fixed > 0).all() and (fixed == np.round(fixed)).all()):
+            fixed = None
+    if fixed is not None and (hw > 0).all():
+        out = np.tile(fixed.astype(np.int64), (n, 1))
+        return out, np.zeros((n, 2)), hw.astype(np.float64)
+    out = np.empty((n, 2), np.int64)
+    lo = np.empty((n, 2))
+    hi = np.empty((n, 2))
+    cache = op.__dict__.setdefault("_gpu_geometry", {})
+    for i in range(n):
+        key = (int(hw[i, 0]), int(hw[i, 1]))
+        if args:
+            p = op.params_for(*key, {k: v[i] for k, v in args.items()})
+        else:
+            p = cache.get(key)
+            if p is None:
+                p = cache[key] = op.params_for(*key)
+        out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
+    return out, lo, hi
+
+
+def resize_op_batch(op, samples, args: dict, stream):
+    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
+    from ..errors import ArgumentError
+
+    s = as_samples(samples)
+    ndim = s.shapes.shape[1] if len(s) else 3
+    lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
+    if lay not in ("HW", "HWC") or len(lay) != ndim:
+        raise ArgumentError(
+            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
+        )
+    out, lo, hi = _geometry(op, s.shapes[:, :2], args)
+    out_dtype = op.attrs.out_dtype(s.dtype)
+    return resize_batch(
+        s,
+        out,
+        lo,
+        hi,
+        op.attrs.min_filter,
+        op.attrs.mag_filter,
+        op.attrs.antialias,
+        out_dtype,
+        stream=stream,
+    )
+
+
+def crop_resize_batch(samples, windows, size, attrs, stream):
+    """random_resized_crop on the GPU: resize each window (y, x, h, w) to ``size`` (H, W), fused
+    (the crop is the resize's source window; nothing is copied)."""
+    s = as_samples(samples)
+    win = np.asarray(windows, np.float64).reshape(len(s), 4)
+    out = np.tile(np.asarray(size, np.int64).reshape(1, 2), (len(s), 1))
+    return resize_batch(
+        s,
+        out,
+        win[:, :2],
+        win[:, :2] + win[:, 2:],
+        attrs.min_filter,
+        attrs.mag_filter,
+        attrs.antialias,
+        attrs.out_dtype(s.dtype),
+        stream=stream,
+    )

@@ -52,6 +52,7 @@ class Flip(Operator):
     """
 
     schema = "flip"
+    devices = ("cpu", "gpu")
     arg_inputs = frozenset({"horizontal", "vertical", "depthwise"})
 
     def setup(self, *, horizontal: int = 1, vertical: int = 0, depthwise: int = 0) -> None:
@@ -83,3 +84,8 @@ class Flip(Operator):
         for a in axes:
             index[a] = slice(None, None, -1)
         return np.ascontiguousarray(x[tuple(index)])
+
+    def run_batch(self, inputs, args, params, stream):
+        from ..kernels.slice import flip_op_batch
+
+        return flip_op_batch(self, inputs[0], args, stream)

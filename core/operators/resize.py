@@ -704,6 +704,7 @@ class Resize(Operator):
     """
 
     schema = "resize"
+    devices = ("cpu", "gpu")
     arg_inputs = frozenset(
         {"resize_x", "resize_y", "size", "resize_shorter", "resize_longer", "roi_start", "roi_end"}
     )
@@ -837,6 +838,11 @@ class Resize(Operator):
         p = self.params_for(img.shape[h_ax], img.shape[w_ax], args)
         out_dtype = self.attrs.out_dtype(img.dtype)
         return resize_layout(img, lay, p, self.attrs, out_dtype)
+
+    def run_batch(self, inputs, args, params, stream):
+        from ..kernels.resize import resize_op_batch
+
+        return resize_op_batch(self, inputs[0], args, stream)
 
 
 def resize_layout(
