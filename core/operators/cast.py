@@ -82,7 +82,8 @@ def convert_sat(x, dtype, out: np.ndarray | None = None) -> np.ndarray:
     if dt == np.bool_:
         res = x != 0
     elif dt.kind == "f" or src == np.bool_:
-        res = x.astype(dt, copy=False)
+        with np.errstate(over="ignore"):  # float16 overflows to inf, as in DALI
+            res = x.astype(dt, copy=False)
     elif src.kind == "f":
         res = _float_to_int(x, dt)
     elif src.kind in "iu":
