@@ -43,6 +43,13 @@ class Workspace:
     gpu: Any = None  # per-iteration GPU state (events, buffers), owned by the GPU stage
 
 
+class _EndOfData:
+    """Marks the iteration at which a source raised StopIteration (end of the epoch)."""
+
+
+_END = _EndOfData()
+
+
 class _Failure:
     def __init__(self, exc: BaseException):
         self.exc = exc
@@ -64,6 +71,21 @@ def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> Ba
     err = PipelineError(f"{type(exc).__name__}: {exc} [in {where}]")
     err.__cause__ = exc
     return err
+
+
+def _call_source(node: OpNode, n: int, iteration: int) -> list:
+    """A source's batch; a user callback's exception keeps its type, with a note saying where."""
+    try:
+        return node.op.batch_params(n)
+    except StopIteration:
+        raise
+    except Exception as e:
+        if hasattr(e, "add_note") and not isinstance(e, DlpipeError):
+            e.add_note(
+                f"raised by the source of {node.op.schema!r} (name {node.name!r}) "
+                f"in iteration {iteration}"
+            )
+        raise
 
 
 class Executor:
@@ -113,6 +135,7 @@ class Executor:
         self._tickets: queue.Queue = queue.Queue()
         self._done: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
+        self._resume = threading.Event()
         if run_async:
             self._start_threads()
 
@@ -142,19 +165,29 @@ class Executor:
         if not self.run_async:
             try:
                 return self._finish(self._run_cpu())
+            except StopIteration:
+                self._scheduled = 0  # DALI: nothing stays scheduled past the end of the data
+                raise
             except BaseException as e:
                 self._failed = e
                 raise
         item = self._done.get()
+        if item is _END:
+            raise StopIteration
         if isinstance(item, _Failure):
             self._failed = item.exc
             raise item.exc
         return item
 
+    def resume(self) -> None:
+        """After the end of the data: let the stage threads run the next epoch."""
+        self._resume.set()
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._resume.set()
         for _ in self._threads:
             self._tickets.put(None)
         for t in self._threads:
@@ -202,6 +235,9 @@ class Executor:
             if item is None or self._closed:
                 outbox.put(None)
                 return
+            if item is _END:
+                outbox.put(item)
+                continue
             if failed or isinstance(item, _Failure):
                 outbox.put(
                     item
@@ -212,6 +248,12 @@ class Executor:
                 continue
             try:
                 outbox.put(fn(item))
+            except StopIteration:
+                # End of the data: the consumer sees StopIteration after the batches before
+                # it; the next epoch's iterations wait for reset().
+                outbox.put(_END)
+                self._resume.wait()
+                self._resume.clear()
             except BaseException as e:  # re-raised in the consumer
                 failed = True
                 outbox.put(_Failure(e))
@@ -230,12 +272,28 @@ class Executor:
         return segments
 
     def _run_cpu(self) -> Workspace:
-        n = self.batch_size
+        n = None
+        params_of: dict[OpNode, list | None] = {}
+        for node in self.cpu_ops:  # sources first: their batches set the batch size
+            if node.op.provides_batch:
+                params_of[node] = batch = _call_source(node, self.batch_size, self._iteration)
+                if n is not None and len(batch) != n:
+                    raise PipelineError(
+                        f"external sources disagree on the batch size ({n} vs {len(batch)} "
+                        f"from {node.name!r})"
+                    )
+                n = len(batch)
+        n = self.batch_size if n is None else n
         ws = Workspace(self._iteration, n)
         self._iteration += 1
         source_info: list[str] | None = None
         for node in self.cpu_ops:
-            params = node.op.batch_params(n)
+            params = params_of[node] if node in params_of else node.op.batch_params(n)
+            if node.op.is_reader and params is not None and len(params) != n:
+                raise PipelineError(
+                    f"reader {node.name!r} gives {len(params)} samples but an external source "
+                    f"gave a batch of {n}; readers need batches of max_batch_size"
+                )
             ws.params[node] = params
             if node.op.is_reader and source_info is None and params is not None:
                 source_info = [node.op.source_info(p) for p in params]

@@ -77,6 +77,8 @@ class Operator:
         is_random: True if the operator draws from ``self.rng`` (gets a seed from the pipeline).
         is_reader: True for readers (have ``reader_meta`` and a ``name``).
         batch_level: True when ``run_sample`` is not used: ``run_batch_cpu`` gets whole batches.
+        provides_batch: True for sources whose ``batch_params`` returns the iteration's batch
+            (its length sets the batch size; StopIteration ends the epoch).
     """
 
     schema: str = ""
@@ -87,6 +89,8 @@ class Operator:
     is_random: bool = False
     is_reader: bool = False
     batch_level: bool = False
+    provides_batch: bool = False
+    positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
 
     def __init__(
         self, device: str = "cpu", seed: int | None = None, name: str | None = None, **kwargs: Any
@@ -124,6 +128,10 @@ class Operator:
     def output_layouts(self, input_layouts: Sequence[str]) -> list[str]:
         """Layout string of each output, given the input layouts ("" when unknown)."""
         return [input_layouts[0] if input_layouts else ""] * self.num_outputs
+
+    def after_call(self, outputs: list[DataNode]) -> list[DataNode]:
+        """The nodes a call returns (a hook: ``external_source(device="gpu")`` adds a copy)."""
+        return outputs
 
     def bind_rng(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -233,7 +241,7 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
         DataNode(f"{name}[{i}]", dev, node, i) for i, dev in enumerate(op.output_devices())
     ]
     pipe._add_op(node)
-    return node.outputs
+    return op.after_call(node.outputs)
 
 
 def _check_placement(op: Operator, inputs: Sequence[DataNode]) -> None:
@@ -252,6 +260,7 @@ def make_fn(schema: str) -> Callable[..., Any]:
     cls = REGISTRY[schema]
 
     def fn(*inputs, **kwargs):
+        inputs, kwargs = _positional_to_kwargs(cls, inputs, kwargs)
         outs = _call_operator(schema, inputs, kwargs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -259,6 +268,18 @@ def make_fn(schema: str) -> Callable[..., Any]:
     fn.__qualname__ = fn.__name__
     fn.__doc__ = cls.__doc__
     return fn
+
+
+def _positional_to_kwargs(cls: type[Operator], inputs: tuple, kwargs: dict) -> tuple:
+    """``fn.external_source(gen)``: leading non-DataNode positionals name ``positional_args``."""
+    if not cls.positional_args or not inputs or isinstance(inputs[0], DataNode):
+        return inputs, kwargs
+    names = cls.positional_args[: len(inputs)]
+    for name, value in zip(names, inputs, strict=False):
+        if name in kwargs:
+            raise ArgumentError(f"{cls.schema}: {name!r} given both positionally and by keyword")
+        kwargs = {**kwargs, name: value}
+    return inputs[len(names) :], kwargs
 
 
 def make_ops_class(schema: str) -> type:

@@ -71,6 +71,7 @@ class Pipeline:
         Other DALI arguments (``bytes_per_sample``, ``set_affinity``, ``max_streams``,
         ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
         accepted as hints.
+        py_num_workers, py_start_method: worker processes for ``external_source(parallel=True)``.
     """
 
     def __init__(
@@ -88,6 +89,8 @@ class Pipeline:
         default_cuda_stream_priority: int = 0,
         *,
         enable_memory_stats: bool = False,
+        py_num_workers: int = 1,
+        py_start_method: str = "fork",
         exec_dynamic: bool | None = None,
         output_dtype=None,
         output_ndim=None,
@@ -110,6 +113,13 @@ class Pipeline:
         self._exec_dynamic = exec_dynamic
         self._output_dtype = output_dtype
         self._output_ndim = output_ndim
+        if py_start_method not in ("fork", "spawn", "forkserver"):
+            raise ValueError(f"{py_start_method=} must be 'fork', 'spawn' or 'forkserver'")
+        self._py_num_workers = py_num_workers
+        self._py_start_method = py_start_method
+        self._sources: dict[str, Any] = {}
+        self._source_ops: list[Any] = []
+        self._ended = False
         self._ops: list[OpNode] = []
         self._outputs: list[DataNode] | None = None
         self._built = False
@@ -238,6 +248,10 @@ class Pipeline:
         for node in ops:
             if node.op.is_reader and node.op.name:
                 self._readers[node.op.name] = node.op
+            if node.op.provides_batch:
+                self._source_ops.append(node.op)
+                self._sources[node.name] = node
+                node.op.start_workers(self._py_num_workers, self._py_start_method)
         layouts = self._layouts(ops)
         cpu_ops = [n for n in ops if n.device == "cpu"]
         gpu_ops = [n for n in ops if n.device != "cpu"]
@@ -291,14 +305,51 @@ class Pipeline:
             )
 
     def run(self, **inputs) -> tuple:
-        """Run one iteration and return its outputs: a tuple of TensorLists."""
-        if inputs:
-            raise ArgumentError(
-                f"run() got inputs {sorted(inputs)}, but the graph has no external sources"
-            )
+        """Run one iteration and return its outputs: a tuple of TensorLists.
+
+        Keyword arguments feed external sources by name (``pipe.run(images=batch)``); that needs
+        ``prefetch_queue_depth=1`` or ``exec_pipelined=False``, since a pipelined first run
+        would schedule more iterations than one batch feeds.
+        """
         self._set_api("basic")
+        if inputs:
+            if self._exec_pipelined and self._cpu_size > 1:
+                raise PipelineError(
+                    "run() with inputs needs prefetch_queue_depth=1 or exec_pipelined=False"
+                )
+            for name, data in inputs.items():
+                self.feed_input(name, data)
         self._schedule()
         return self._outputs_impl()
+
+    def feed_input(
+        self,
+        data_node,
+        data,
+        layout: str | None = None,
+        cuda_stream=None,
+        use_copy_kernel: bool = False,
+    ) -> None:
+        """Give one batch to the external source ``data_node`` (its name or DataNode).
+
+        Feed one batch per iteration that will be scheduled: the first run of a pipelined
+        pipeline schedules ``prefetch_queue_depth`` iterations.
+        """
+        self.build()
+        name = data_node if isinstance(data_node, str) else data_node.source.name
+        node = self._sources.get(name)
+        if node is None:
+            raise ArgumentError(
+                f"no external source named {name!r} (sources: {sorted(self._sources)})"
+            )
+        if node.op.source is not None:
+            raise PipelineError(
+                f"external source {name!r} has a source=; feed_input is not allowed"
+            )
+        if layout is not None:  # outputs of later iterations carry it
+            for out in node.outputs:
+                self._executor.layouts[out] = layout
+        node.op.fed.append(data)
 
     def schedule_run(self) -> None:
         """Queue an iteration (the first call queues ``prefetch_queue_depth`` of them)."""
@@ -315,8 +366,7 @@ class Pipeline:
         if self._api_type != "iterator":
             self._set_api("scheduled")
         self.build()
-        self._shared = self._executor.get()
-        self._check_outputs(self._shared)
+        self._shared = self._get()
         return self._shared
 
     def release_outputs(self) -> None:
@@ -332,7 +382,14 @@ class Pipeline:
     def _outputs_impl(self) -> tuple:
         self.release_outputs()
         self.build()
-        out = self._executor.get()
+        return self._get()
+
+    def _get(self) -> tuple:
+        try:
+            out = self._executor.get()
+        except StopIteration:
+            self._ended = True
+            raise
         self._check_outputs(out)
         return out
 
@@ -354,13 +411,22 @@ class Pipeline:
         return self._executor is None or self._executor.pending() == 0
 
     def reset(self) -> None:
-        """Start a new epoch index. Readers stream on regardless (as in DALI)."""
+        """After an external source's StopIteration, start the next epoch (``epoch_idx`` + 1,
+        callback indices from 0). Otherwise it does nothing: readers stream on (as in DALI)."""
+        if not self._ended:
+            return
+        self._ended = False
         self._epoch_idx += 1
+        for op in self._source_ops:
+            op.reset_epoch()
+        self._executor.resume()
 
     def close(self) -> None:
         """Stop the executor's threads. The pipeline cannot run afterwards."""
         if self._executor is not None:
             self._executor.close()
+        for op in self._source_ops:
+            op.close()
 
     def __del__(self):
         try:

@@ -112,3 +112,41 @@ def to_interp_type(value) -> DALIInterpType:
         return DALIInterpType(value)
     except ValueError:
         raise ValueError(f"interp_type={value!r} is not an interpolation type") from None
+
+
+class SampleInfo:
+    """What a per-sample ``external_source`` callback gets (``batch=False``).
+
+    Attributes:
+        idx_in_epoch: index of the sample in the epoch.
+        idx_in_batch: index of the sample in its batch.
+        iteration: index of the batch in the epoch.
+        epoch_idx: the epoch (starts at 0, +1 at each ``pipe.reset()`` after StopIteration).
+    """
+
+    __slots__ = ("idx_in_epoch", "idx_in_batch", "iteration", "epoch_idx")
+
+    def __init__(self, idx_in_epoch: int, idx_in_batch: int, iteration: int, epoch_idx: int):
+        self.idx_in_epoch = idx_in_epoch
+        self.idx_in_batch = idx_in_batch
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
+
+    def __repr__(self) -> str:
+        return (
+            f"SampleInfo(idx_in_epoch={self.idx_in_epoch}, idx_in_batch={self.idx_in_batch}, "
+            f"iteration={self.iteration}, epoch_idx={self.epoch_idx})"
+        )
+
+
+class BatchInfo:
+    """What a batch ``external_source`` callback gets with ``batch_info=True``."""
+
+    __slots__ = ("iteration", "epoch_idx")
+
+    def __init__(self, iteration: int, epoch_idx: int):
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
+
+    def __repr__(self) -> str:
+        return f"BatchInfo(iteration={self.iteration}, epoch_idx={self.epoch_idx})"
