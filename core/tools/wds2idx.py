@@ -1,0 +1,2 @@
+def make_webdataset_index(*a):
+    raise NotImplementedError
