@@ -35,8 +35,8 @@ from dlpipe.iterator import BaseIterator, LastBatchPolicy
 from dlpipe.pipeline import pipeline_def
 from dlpipe.tensors import TensorListCPU
 
-jax = require_extra("jax", "jax")
-import jax.dlpack  # noqa: E402
+require_extra("jax", "jax")  # a missing JAX names the extra to install
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 

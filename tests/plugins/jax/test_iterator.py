@@ -88,7 +88,7 @@ def test_sharded_global_array_matches_the_base_iterator(make_files, pipes, shard
             assert mask.sharding.is_equivalent_to(sharding, 1)
             per_dev, per_mask = shard_ids(data), shard_mask(mask)
             step = []
-            for k, dev in enumerate(sharding.mesh.devices.flat):
+            for dev in sharding.mesh.devices.flat:
                 got, real = per_dev[dev.id], per_mask[dev.id]
                 n = sum(real)
                 assert real == [True] * n + [False] * (3 - n)
