@@ -55,6 +55,13 @@ def apply_lut(x: np.ndarray, lut: np.ndarray) -> np.ndarray:
     return lut[x]
 
 
+def _finite_number(v) -> bool:
+    try:
+        return not np.ndim(v) and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
 def _check_input(x: np.ndarray, who: str) -> None:
     if x.dtype not in _TYPES:
         raise ArgumentError(f"{who}: input type {x.dtype} is not supported")
@@ -69,14 +76,12 @@ class _BrightnessContrastBase(Operator):
             ("brightness_shift", brightness_shift),
             ("contrast", contrast),
         ):
-            if np.ndim(v) or not np.isfinite(float(v)):
+            if not _finite_number(v):
                 raise ArgumentError(f"{self.schema}: {name}={v!r} must be a finite number")
         self.brightness = float(brightness)
         self.brightness_shift = float(brightness_shift)
         self.contrast = float(contrast)
-        if contrast_center is not None and (
-            np.ndim(contrast_center) or not np.isfinite(float(contrast_center))
-        ):
+        if contrast_center is not None and not _finite_number(contrast_center):
             raise ArgumentError(
                 f"{self.schema}: contrast_center={contrast_center!r} must be a finite number"
             )

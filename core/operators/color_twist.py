@@ -76,12 +76,19 @@ def apply_color_matrix(
     return y if out_dt == np.float32 else convert_sat(y, out_dt)
 
 
+def _finite_number(v) -> bool:
+    try:
+        return not np.ndim(v) and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
 class _ColorBase(Operator):
     _args: tuple[tuple[str, float], ...] = ()
 
     def _setup(self, dtype, image_type, **values) -> None:
         for name, v in values.items():
-            if np.ndim(v) or not np.isfinite(float(v)):
+            if not _finite_number(v):
                 raise ArgumentError(f"{self.schema}: {name}={v!r} must be a finite number")
             setattr(self, name, float(v))
         self.dtype = parse_dtype(dtype, self.schema, allowed=_TYPES)
