@@ -1,0 +1,269 @@
+"""GPU benchmark: dlpipe's GPU pipelines against nvImageCodec's own batched decode and
+torchvision's GPU decode, on one ImageNet-like synthetic set, in one run.
+
+    python ci/bench_gpu.py --data /tmp/dlpipe-bench/imagenet-like [--batch 128 --threads 16]
+
+(a) file -> mixed decode -> resize 640x640; (b) the ResNet-50 training pipeline:
+image_random_crop (mixed) -> resize 224 -> crop_mirror_normalize (coin-flip mirror, float16,
+CHW); (c) file -> mixed decode alone, and nvImageCodec decoding the same files (already in
+memory) with the same backends; (d) torchvision.io.decode_jpeg(device="cuda") batched + resize
+640x640 (bytes already in memory). Each line: warm-up batches, then ``--iters`` timed batches;
+a batch counts once its CUDA event has passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from dlpipe import fn, pipeline_def, types
+from dlpipe.synthetic import make_dataset
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+def _make_class(job):
+    root, c, per_class = job
+    tmp = os.path.join(root, f".part{c}")
+    make_dataset(
+        tmp, num_classes=1, per_class=per_class, size_range=(400, 640), seed=1000 + c, num_threads=1
+    )
+    dst = os.path.join(root, f"class_{c:03d}")
+    if not os.path.exists(dst):
+        os.rename(os.path.join(tmp, "class_000"), dst)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_dataset(root: str, images: int) -> None:
+    """20 class folders of ImageNet-like JPEGs, one process per class (all cores)."""
+    if os.path.exists(os.path.join(root, ".complete")):
+        return
+    os.makedirs(root, exist_ok=True)
+    per_class = images // 20
+    with ProcessPoolExecutor(min(20, os.cpu_count() or 1)) as pool:
+        list(pool.map(_make_class, [(root, c, per_class) for c in range(20)]))
+    open(os.path.join(root, ".complete"), "w").close()
+
+
+def list_files(root: str) -> list[str]:
+    out = []
+    for d in sorted(os.listdir(root)):
+        p = os.path.join(root, d)
+        if os.path.isdir(p) and not d.startswith("."):
+            out += [os.path.join(p, f) for f in sorted(os.listdir(p)) if f.endswith(".jpg")]
+    return out
+
+
+def time_pipe(pipe, batch: int, iters: int, warmup: int) -> float:
+    def step():
+        outs = pipe.run()
+        ev = getattr(outs[0], "_event", None)
+        if ev is not None:
+            ev.synchronize()  # the consumer gets the batch only once it is ready
+
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    rate = iters * batch / (time.perf_counter() - start)
+    pipe.close()
+    return rate
+
+
+def seed_pipe(root, batch, threads, size, decode_only=False):
+    @pipeline_def(
+        batch_size=batch, num_threads=threads, device_id=0, seed=0, prefetch_queue_depth=2
+    )
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+        if decode_only:
+            return images, labels
+        return fn.resize(images, size=(size, size)), labels
+
+    return pipe()
+
+
+def rn50_pipe(root, batch, threads):
+    @pipeline_def(
+        batch_size=batch, num_threads=threads, device_id=0, seed=0, prefetch_queue_depth=2
+    )
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+        images = fn.resize(images, size=(224, 224))
+        images = fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT16,
+            output_layout="CHW",
+            mean=MEAN,
+            std=STD,
+            mirror=fn.random.coin_flip(),
+        )
+        return images, labels
+
+    return pipe()
+
+
+def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9):
+    import cupy
+    from nvidia import nvimgcodec as nvi
+
+    blobs = [np.fromfile(f, np.uint8) for f in files]
+    dec = nvi.Decoder(
+        device_id=0,
+        backends=[
+            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=hw_load),
+            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
+            nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
+        ],
+    )
+    params = nvi.DecodeParams(
+        apply_exif_orientation=True,
+        color_spec=nvi.ColorSpec.SRGB,
+        sample_format=nvi.SampleFormat.I_RGB,
+    )
+    stream = cupy.cuda.Stream(non_blocking=True)
+    pos = 0
+
+    def step():
+        nonlocal pos
+        if pos + batch > len(blobs):
+            pos = 0
+        chunk = blobs[pos : pos + batch]
+        pos += batch
+        imgs = dec.decode([nvi.CodeStream(b) for b in chunk], params=params, cuda_stream=stream.ptr)
+        stream.synchronize()
+        return imgs
+
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return iters * batch / (time.perf_counter() - start)
+
+
+def time_torchvision(files, batch, iters, warmup, size):
+    try:
+        import torch
+        import torchvision
+        from torchvision.io import decode_jpeg
+    except ImportError:
+        return None
+    del torchvision
+    blobs = [torch.from_numpy(np.fromfile(f, np.uint8)) for f in files]
+    pos = 0
+
+    def step():
+        nonlocal pos
+        if pos + batch > len(blobs):
+            pos = 0
+        chunk = blobs[pos : pos + batch]
+        pos += batch
+        imgs = decode_jpeg(chunk, device="cuda")
+        out = torch.stack(
+            [
+                torch.nn.functional.interpolate(
+                    im[None].float(), size=(size, size), mode="bilinear", antialias=True
+                )[0]
+                for im in imgs
+            ]
+        ).to(torch.uint8)
+        torch.cuda.synchronize()
+        return out
+
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return iters * batch / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/tmp/dlpipe-bench/imagenet-like")
+    ap.add_argument("--images", type=int, default=20000, help="dataset size (20 classes)")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=min(16, os.cpu_count() or 1))
+    ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--only", default="a,b,c,d")
+    ap.add_argument(
+        "--json",
+        default=os.environ.get("OUT", "") and os.path.join(os.environ["OUT"], "bench_gpu.json"),
+    )
+    args = ap.parse_args()
+    import cupy
+
+    t0 = time.perf_counter()
+    ensure_dataset(args.data, args.images)
+    files = list_files(args.data)
+    print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
+    b, th, it, wu = args.batch, args.threads, args.iters, args.warmup
+    only = set(args.only.split(","))
+    rows = []
+
+    def add(name, rate, target=None):
+        rows.append(
+            {"pipeline": name, "img_s": None if rate is None else round(rate), "target": target}
+        )
+        print(f"  {name}: {'n/a' if rate is None else f'{rate:,.0f} img/s'}", flush=True)
+
+    if "a" in only:
+        add(
+            "(a) dlpipe file -> mixed decode -> resize 640x640",
+            time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu),
+            20000,
+        )
+    if "b" in only:
+        try:
+            rate = time_pipe(rn50_pipe(args.data, b, th), b, it, wu)
+        except Exception as e:  # an operator without its GPU side yet
+            print(f"  (b) failed: {type(e).__name__}: {e}")
+            rate = None
+        add(
+            "(b) dlpipe ResNet-50 train: random-crop decode -> resize 224 -> CMN fp16 CHW",
+            rate,
+            17000,
+        )
+    if "c" in only:
+        dl = time_pipe(seed_pipe(args.data, b, th, 0, decode_only=True), b, it, wu)
+        add("(c) dlpipe file -> mixed decode", dl)
+        nv = time_nvimgcodec(files, b, it, wu)
+        add("(c) nvImageCodec batched decode (HW + hybrid, bytes in memory)", nv)
+        rows[-2]["share_of_nvimgcodec"] = round(dl / nv, 3)
+        print(f"  dlpipe decode = {dl / nv:.1%} of nvImageCodec's own batched decode")
+    if "d" in only:
+        add(
+            "(d) torchvision.io.decode_jpeg(cuda) batched + resize 640x640 (bytes in memory)",
+            time_torchvision(files, b, it, wu, 640),
+        )
+    dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    machine = f"{dev}, {os.cpu_count()} cores, {platform.node()}"
+    print(
+        f"\nGPU benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}, "
+        f"batch {b}, {th} threads, {it} timed batches"
+    )
+    print("| pipeline | img/s | target |\n|---|---|---|")
+    for r in rows:
+        rate = "n/a" if r["img_s"] is None else f"{r['img_s']:,}"
+        tgt = f">= {r['target']:,}" if r["target"] else ""
+        print(f"| {r['pipeline']} | {rate} | {tgt} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "batch": b, "threads": th, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

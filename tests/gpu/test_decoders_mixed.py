@@ -1,0 +1,115 @@
+"""fn.decoders.image(device="mixed") and image_random_crop against the CPU decoder."""
+
+from __future__ import annotations
+
+import os
+
+import cv2
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+pytest.importorskip("nvidia.nvimgcodec")
+
+from dlpipe import DecodeError, Pipeline, fn, types  # noqa: E402
+from dlpipe.synthetic import make_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def big_root(tmp_path_factory):
+    """ImageNet-like sizes (hardware decoder territory)."""
+    root = str(tmp_path_factory.mktemp("big"))
+    return make_dataset(root, num_classes=2, per_class=6, size_range=(200, 400), seed=4)
+
+
+def _decode_pair(root, output_type=types.RGB, batch=6, **kw):
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=5)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=root, name="r")
+        g = fn.decoders.image(jpegs, device="mixed", output_type=output_type, **kw)
+        c = fn.decoders.image(jpegs, device="cpu", output_type=output_type)
+        pipe.set_outputs(g, c)
+    return pipe
+
+
+@pytest.mark.parametrize("output_type", [types.RGB, types.BGR, types.GRAY])
+@pytest.mark.parametrize("hw_load", [0.0, 0.9, 1.0])
+def test_mixed_decode_matches_cpu(big_root, output_type, hw_load):
+    pipe = _decode_pair(big_root, output_type, hw_decoder_load=hw_load)
+    for _ in range(2):
+        g, c = pipe.run()
+        assert g.layout() == "HWC" and len(g) == len(c)
+        host = g.as_cpu()
+        for i in range(len(c)):
+            a, b = host.at(i), c.at(i)
+            assert a.shape == b.shape and a.dtype == np.uint8
+            # nvJPEG upsamples chroma differently from libjpeg-turbo: a few levels at most
+            assert np.abs(a.astype(int) - b).mean() < 2.0
+    pipe.close()
+
+
+def test_fallback_formats_decode_in_the_same_batch(tmp_path):
+    rng = np.random.default_rng(0)
+    os.makedirs(tmp_path / "a")
+    imgs = {}
+    for i, ext in enumerate([".jpg", ".png", ".bmp", ".jpg", ".webp", ".tiff"]):
+        img = rng.integers(0, 256, (30 + i, 41, 3), dtype=np.uint8)
+        img = cv2.GaussianBlur(img, (5, 5), 2)
+        cv2.imwrite(str(tmp_path / "a" / f"{i}{ext}"), img)
+        imgs[i] = img
+    pipe = _decode_pair(str(tmp_path), batch=6)
+    g, c = pipe.run()
+    host = g.as_cpu()
+    for i in range(6):
+        assert host.at(i).shape == c.at(i).shape
+        assert np.abs(host.at(i).astype(int) - c.at(i)).mean() < 2.0
+    # lossless formats decoded on the CPU fallback: exact
+    names = [g.source_info(i) for i in range(6)]
+    for i, name in enumerate(names):
+        if name.endswith((".png", ".bmp", ".tiff")):
+            np.testing.assert_array_equal(host.at(i), c.at(i))
+
+
+def test_corrupt_sample_names_the_file(tmp_path):
+    os.makedirs(tmp_path / "a")
+    ok, buf = cv2.imencode(".jpg", np.full((40, 40, 3), 100, np.uint8))
+    buf.tofile(str(tmp_path / "a" / "0good.jpg"))
+    (tmp_path / "a" / "1bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a jpeg \xff\xd9")
+    buf[: len(buf) // 2].tofile(str(tmp_path / "a" / "2trunc.jpg"))
+    pipe = Pipeline(batch_size=3, num_threads=1, device_id=0)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"))
+    with pytest.raises(DecodeError, match=r"1bad\.jpg|2trunc\.jpg"):
+        pipe.run()
+
+
+def test_image_random_crop_mixed_matches_cpu_windows(big_root):
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=9)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=big_root)
+        g = fn.decoders.image_random_crop(jpegs, device="mixed", seed=3)
+        c = fn.decoders.image_random_crop(jpegs, device="cpu", seed=3)
+        pipe.set_outputs(g, c)
+    for _ in range(3):
+        g, c = pipe.run()
+        host = g.as_cpu()
+        assert host.shape() == c.shape()  # the same windows
+        for i in range(len(c)):
+            # ROI decode: the window's pixels, within nvJPEG's rounding (a bit more at the
+            # window's edges, where chroma upsampling sees no neighbours)
+            assert np.abs(host.at(i).astype(int) - c.at(i)).mean() < 3.0
+
+
+def test_mixed_then_gpu_ops(big_root):
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=1)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=big_root)
+        g = fn.resize(fn.decoders.image(jpegs, device="mixed"), size=(64, 80))
+        c = fn.resize(fn.decoders.image(jpegs), size=(64, 80))
+        pipe.set_outputs(g, c)
+    g, c = pipe.run()
+    assert g.is_dense_tensor() and g.as_tensor().shape() == [4, 64, 80, 3]
+    d = np.abs(g.as_cpu().as_array().astype(int) - c.as_array())
+    assert d.mean() < 2.0

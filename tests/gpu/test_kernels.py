@@ -1,0 +1,185 @@
+"""GPU kernels against their CPU/numpy references on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe.kernels.color import color_matrix_batch  # noqa: E402
+from dlpipe.kernels.resize import (  # noqa: E402
+    CUBIC,
+    LANCZOS3,
+    LINEAR,
+    NEAREST,
+    TRIANGULAR,
+    resize_batch,
+)
+from dlpipe.kernels.slice import cast_batch, slice_normalize_batch  # noqa: E402
+from dlpipe.operators.resize import FilterType, resample, resize_params  # noqa: E402
+
+
+def _rand_images(rng, n, lo=5, hi=90, c=3, dtype=np.uint8):
+    out = []
+    for _ in range(n):
+        h, w = rng.integers(lo, hi, 2)
+        if dtype == np.uint8:
+            out.append(rng.integers(0, 256, (h, w, c), dtype=np.uint8))
+        else:
+            out.append(rng.uniform(-10, 300, (h, w, c)).astype(dtype))
+    return out
+
+
+@pytest.fixture
+def stream():
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        yield s
+    s.synchronize()
+
+
+@pytest.mark.parametrize(
+    "min_f, mag_f, aa",
+    [
+        (TRIANGULAR, LINEAR, True),
+        (LINEAR, LINEAR, False),
+        (NEAREST, NEAREST, False),
+        (CUBIC, CUBIC, False),
+        (LANCZOS3, LANCZOS3, True),
+    ],
+)
+def test_resize_matches_cpu_resample(stream, min_f, mag_f, aa):
+    rng = np.random.default_rng(min_f * 10 + mag_f)
+    imgs = _rand_images(rng, 12)
+    outs = rng.integers(3, 120, (12, 2))
+    params = [resize_params(im.shape[:2], list(o)) for im, o in zip(imgs, outs, strict=True)]
+    # a flipped axis and an ROI on two samples
+    params[0] = resize_params(imgs[0].shape[:2], [-int(outs[0, 0]), int(outs[0, 1])])
+    params[1] = resize_params(
+        imgs[1].shape[:2], list(outs[1]), roi_start=[1.5, 2.25], roi_end=[4.0, 5.5]
+    )
+    got = resize_batch(
+        [cupy.asarray(x) for x in imgs],
+        [p.dst_size for p in params],
+        [p.src_lo for p in params],
+        [p.src_hi for p in params],
+        min_f,
+        mag_f,
+        aa,
+        stream=stream,
+    )
+    stream.synchronize()
+    for i, (im, p) in enumerate(zip(imgs, params, strict=True)):
+        want = resample(im, p, FilterType(min_f), FilterType(mag_f), aa)
+        g = cupy.asnumpy(got[i])
+        assert g.shape == want.shape, i
+        diff = np.abs(g.astype(int) - want.astype(int))
+        # Pillow's 8-bit path rounds between its passes: at most 1 grey level apart
+        assert diff.max() <= 1, (i, diff.max())
+
+
+def test_resize_float_and_dense_output(stream):
+    rng = np.random.default_rng(5)
+    imgs = _rand_images(rng, 6, dtype=np.float32)
+    got = resize_batch([cupy.asarray(x) for x in imgs], [(32, 48)] * 6, stream=stream)
+    stream.synchronize()
+    assert got.dense is not None and got.dense.shape == (6, 32, 48, 3)
+    for i, im in enumerate(imgs):
+        want = resample(im, resize_params(im.shape[:2], [32, 48]))
+        np.testing.assert_allclose(cupy.asnumpy(got[i]), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16, np.uint8, np.int8])
+@pytest.mark.parametrize("planar", [True, False])
+def test_crop_mirror_normalize_fused(stream, out_dtype, planar):
+    rng = np.random.default_rng(7)
+    imgs = _rand_images(rng, 10, lo=40, hi=80)
+    n = len(imgs)
+    ch, cw = 24, 30
+    y0 = np.array([rng.integers(-3, im.shape[0] - ch + 3) for im in imgs])  # some out of bounds
+    x0 = np.array([rng.integers(-3, im.shape[1] - cw + 3) for im in imgs])
+    mirror = rng.integers(0, 2, n)
+    mean = np.array([0.485, 0.456, 0.406]) * 255
+    std = np.array([0.229, 0.224, 0.225]) * 255
+    scale, shift = (1.0, 0.0) if out_dtype in (np.float32, np.float16) else (64.0, 3.0)
+    got = slice_normalize_batch(
+        [cupy.asarray(x) for x in imgs],
+        ch,
+        cw,
+        y0,
+        x0,
+        flip_x=mirror,
+        mean=mean,
+        mul=scale / std,
+        shift=shift,
+        fill=7,
+        out_dtype=out_dtype,
+        out_channels=4,
+        planar=planar,
+        stream=stream,
+    )
+    stream.synchronize()
+    for i, im in enumerate(imgs):
+        pad = np.zeros((ch, cw, 3), np.float64)
+        for y in range(ch):
+            for x in range(cw):
+                sy, sx = y0[i] + y, x0[i] + (cw - 1 - x if mirror[i] else x)
+                inside = 0 <= sy < im.shape[0] and 0 <= sx < im.shape[1]
+                pad[y, x] = (im[sy, sx] - mean) / std * scale + shift if inside else np.nan
+        want = np.concatenate([pad, np.full((ch, cw, 1), np.nan)], axis=2)
+        want = np.where(np.isnan(want), 7.0, want)
+        if np.issubdtype(out_dtype, np.integer):
+            info = np.iinfo(out_dtype)
+            want = np.clip(np.rint(want), info.min, info.max)
+        if planar:
+            want = want.transpose(2, 0, 1)
+        g = cupy.asnumpy(got[i]).astype(np.float64)
+        assert got[i].dtype == out_dtype and g.shape == want.shape
+        tol = 1e-3 if out_dtype == np.float32 else (2e-3 if out_dtype == np.float16 else 0)
+        if tol:
+            np.testing.assert_allclose(g, want, rtol=tol, atol=tol)
+        else:
+            assert np.abs(g - want).max() <= 1  # a float tie may round the other way
+
+
+@pytest.mark.parametrize(
+    "src, dst",
+    [
+        (np.float32, np.uint8),
+        (np.uint8, np.float16),
+        (np.int32, np.int16),
+        (np.float32, np.int32),
+        (np.float16, np.float32),
+    ],
+)
+def test_cast_rounds_and_saturates(stream, src, dst):
+    rng = np.random.default_rng(1)
+    samples = [
+        rng.uniform(-70000, 70000, shape).astype(src)
+        if src != np.uint8
+        else rng.integers(0, 256, shape).astype(np.uint8)
+        for shape in [(3, 4), (5, 1), (2, 7)]
+    ]
+    got = cast_batch([cupy.asarray(x) for x in samples], dst, stream=stream)
+    stream.synchronize()
+    for i, x in enumerate(samples):
+        want = x.astype(np.float64)
+        if np.issubdtype(dst, np.integer):
+            info = np.iinfo(dst)
+            want = np.clip(np.rint(want), info.min, info.max)
+        want = want.astype(dst)
+        np.testing.assert_array_equal(cupy.asnumpy(got[i]), want)
+
+
+def test_color_matrix(stream):
+    rng = np.random.default_rng(2)
+    imgs = _rand_images(rng, 5)
+    m = rng.uniform(-1, 1.5, (5, 3, 3))
+    off = rng.uniform(-20, 20, (5, 3))
+    got = color_matrix_batch([cupy.asarray(x) for x in imgs], m, off, stream=stream)
+    stream.synchronize()
+    for i, im in enumerate(imgs):
+        want = np.clip(np.rint(im.astype(np.float64) @ m[i].T + off[i]), 0, 255)
+        assert np.abs(cupy.asnumpy(got[i]).astype(int) - want).max() <= 1

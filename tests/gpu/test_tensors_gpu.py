@@ -1,0 +1,119 @@
+"""TensorListGPU interop, the .gpu() copy, device selection and memory over many iterations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe import DeviceError, Pipeline, fn  # noqa: E402
+from dlpipe.tensors import TensorListCPU  # noqa: E402
+
+
+def _pipe(image_root, batch=4, **kw):
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=2, **kw)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=image_root)
+        img = fn.decoders.image(jpegs)  # CPU
+        small = fn.resize(img, size=(16, 24))
+        pipe.set_outputs(small.gpu(), small, img.gpu(), labels.gpu())
+    return pipe
+
+
+def test_gpu_copy_dense_and_ragged(image_root):
+    pipe = _pipe(image_root)
+    for _ in range(3):
+        g, c, ragged, labels = pipe.run()
+        assert type(c) is TensorListCPU
+        assert g.is_dense_tensor() and g.layout() == "HWC"
+        np.testing.assert_array_equal(g.as_cpu().as_array(), c.as_array())
+        np.testing.assert_array_equal(cupy.asnumpy(g.at(1)), c.at(1))
+        assert not ragged.is_dense_tensor() or len(set(ragged.shape())) == 1
+        host = ragged.as_cpu()
+        assert [host.at(i).shape for i in range(len(host))] == ragged.shape()
+        assert len(labels) == 4 and len(labels.as_cpu()) == 4
+
+
+def test_as_tensor_cuda_array_interface_and_cupy(image_root):
+    pipe = _pipe(image_root)
+    g, c, _, _ = pipe.run()
+    t = g.as_tensor()
+    assert t.shape() == [4, 16, 24, 3]
+    arr = cupy.asarray(t)
+    np.testing.assert_array_equal(cupy.asnumpy(arr), c.as_array())
+    arr2 = cupy.asarray(g)  # the TensorList itself exposes __cuda_array_interface__
+    np.testing.assert_array_equal(cupy.asnumpy(arr2), c.as_array())
+    assert g.__dlpack_device__() == (2, 0)
+
+
+def test_torch_from_dlpack_on_another_stream(image_root):
+    torch = pytest.importorskip("torch")
+    pipe = _pipe(image_root)
+    s = torch.cuda.Stream()
+    for _ in range(4):
+        g, c, _, _ = pipe.run()
+        with torch.cuda.stream(s):
+            t = torch.from_dlpack(g)  # s waits on the batch's event
+            total = (t.to(torch.int64) + 0).sum()
+        s.synchronize()
+        assert int(total) == int(c.as_array().astype(np.int64).sum())
+        assert t.shape == (4, 16, 24, 3) and t.device.type == "cuda"
+
+
+def test_batch_memory_survives_while_held(image_root):
+    pipe = _pipe(image_root)
+    held = []
+    for _ in range(6):
+        g, c, _, _ = pipe.run()
+        held.append((g, c.as_array().copy()))
+    for g, want in held:  # later iterations did not overwrite earlier batches
+        np.testing.assert_array_equal(g.as_cpu().as_array(), want)
+
+
+def test_memory_flat_over_many_iterations(image_root):
+    pipe = _pipe(image_root, prefetch_queue_depth=2)
+    pool = cupy.get_default_memory_pool()
+    for _ in range(10):
+        pipe.run()
+    cupy.cuda.runtime.deviceSynchronize()
+    base = pool.total_bytes()
+    for _ in range(100):
+        pipe.run()
+    cupy.cuda.runtime.deviceSynchronize()
+    assert pool.total_bytes() <= base * 1.1 + (1 << 20)
+
+
+def test_device_id_selection(image_root):
+    pipe = _pipe(image_root)
+    g, *_ = pipe.run()
+    assert g.device_id() == 0 and g.at(0).device.id == 0
+    n = cupy.cuda.runtime.getDeviceCount()
+    bad = Pipeline(batch_size=2, num_threads=1, device_id=n)
+    with bad:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        bad.set_outputs(jpegs.gpu())
+    with pytest.raises(DeviceError, match=f"device_id={n}"):
+        bad.build()
+
+
+def test_device_id_none_uses_current_device(image_root):
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        pipe.set_outputs(fn.decoders.image(jpegs).gpu())
+    (g,) = pipe.run()
+    assert g.device_id() == cupy.cuda.runtime.getDevice()
+
+
+@pytest.mark.multi_gpu
+def test_second_device(image_root):
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=1)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        pipe.set_outputs(fn.resize(fn.decoders.image(jpegs, device="mixed"), size=(8, 8)))
+    (g,) = pipe.run()
+    assert g.device_id() == 1 and g.at(0).device.id == 1
