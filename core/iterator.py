@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -50,6 +51,15 @@ class LastBatchPolicy(enum.IntEnum):
     FILL = 0
     DROP = 1
     PARTIAL = 2
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside dlpipe (plugins
+    call the base constructor, so a fixed level would blame them)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("dlpipe"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _to_policy(value: Any) -> LastBatchPolicy:
@@ -197,7 +207,7 @@ class BaseIterator:
                 "fill_last_batch is deprecated: use last_batch_policy=LastBatchPolicy.FILL "
                 "(fill_last_batch=True) or PARTIAL (False)",
                 DeprecationWarning,
-                stacklevel=2,
+                stacklevel=_user_stacklevel(),
             )
             policy = LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
         else:
@@ -231,7 +241,7 @@ class BaseIterator:
                 "set reader_name rather than size and last_batch_padded whenever possible: "
                 "a wrong size can skip or repeat samples",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=_user_stacklevel(),
             )
         self._policy = policy
         self._reader_name = reader_name

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from dlpipe.errors import ArgumentError, DeviceError
-from dlpipe.iterator import BaseIterator, LastBatchPolicy
+from dlpipe.iterator import BaseIterator, LastBatchPolicy, _user_stacklevel
 from dlpipe.tensors import TensorListCPU
 
 __all__ = [
@@ -95,7 +95,7 @@ class GenericIterator(BaseIterator):
             warnings.warn(
                 "pin_memory=True but CUDA is not available: CPU outputs are not pinned",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=_user_stacklevel(),
             )
             self._pin_memory = False
         super().__init__(
