@@ -754,8 +754,9 @@ class Resize(Operator):
         }
         given = [k for k in _SIZE_ARGS if self._static[k] is not None]
         self._checked = False
-        if given:  # else the size may still come as an argument input: checked on first run
+        if given:  # else the size may still come as an argument input: checked per sample
             self._check_size_args(given)
+            self._checked = True
         self.mode = None if mode is None else to_resize_mode(mode)
         if mode is not None and (resize_shorter is not None or resize_longer is not None):
             raise ArgumentError(
@@ -770,19 +771,18 @@ class Resize(Operator):
         )
         self._layout = "HWC"
 
-    def _check_size_args(self, given: list[str]) -> None:
+    def _check_size_args(self, given: list[str], args: dict | None = None) -> None:
         ways = {("resize_x" if k in ("resize_x", "resize_y") else k) for k in given}
         if len(ways) != 1:
-            desc = ", ".join(f"{k}={self._value_repr(k)}" for k in given) or "none"
+            desc = ", ".join(f"{k}={self._value_repr(k, args)}" for k in given) or "none"
             raise ArgumentError(
                 "resize: give the output size in exactly one way (resize_x/resize_y, size, "
                 f"resize_shorter or resize_longer); got {desc}"
             )
-        self._checked = True
 
-    def _value_repr(self, k: str) -> str:
+    def _value_repr(self, k: str, args: dict | None) -> str:
         v = self._static.get(k)
-        return "<argument input>" if v is None else repr(v)
+        return repr(v) if v is not None else f"<argument input {np.asarray(args[k]).tolist()}>"
 
     def output_layouts(self, input_layouts):
         lay = input_layouts[0] if input_layouts else ""
@@ -800,11 +800,16 @@ class Resize(Operator):
         if args:
             for k, v in args.items():
                 vals[k] = np.asarray(v).tolist()
-            if not self._checked:
-                given = [k for k in _SIZE_ARGS if vals[k] is not None]
-                self._check_size_args(given)
             for k in args:
                 _check_number(k, vals[k], k not in ("resize_shorter", "resize_longer"))
+            if not self._checked or any(k in _SIZE_ARGS for k in args):
+                given = [k for k in _SIZE_ARGS if vals[k] is not None]
+                self._check_size_args(given, args)
+                if self.mode is not None and set(given) & {"resize_shorter", "resize_longer"}:
+                    raise ArgumentError(
+                        f"resize: mode={self.mode.value!r} cannot be combined with "
+                        "resize_shorter/resize_longer (they imply the mode)"
+                    )
         elif not self._checked:
             self._check_size_args([])
         if (vals["roi_start"] is None) != (vals["roi_end"] is None):

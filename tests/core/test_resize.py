@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dlpipe import ArgumentError, Pipeline, fn, ops, types
+from dlpipe.graph import REGISTRY
 from dlpipe.operators.resize import Resize, output_size, resize_params
 
 # --- an independent reference -------------------------------------------------------------------
@@ -366,3 +367,38 @@ def test_pipeline_file_decode_resize(image_root):
         assert shorter.at(i).shape == (*output_size(*img.shape[:2], resize_shorter=40), 3)
         assert min(shorter.at(i).shape[:2]) == 40
         assert_close_u8(small.at(i), ref_resize(img, 32, 48))
+
+
+def test_per_sample_argument_inputs():
+    img = rand_img(30, 40)
+    op = Resize()
+    op.output_layouts(["HWC"])
+    out = op.run_sample((img,), {"resize_x": np.float32(20)}, None)
+    assert out.shape == (15, 20, 3)
+    out = op.run_sample((img,), {"size": np.array([10, 0], np.int32)}, None)
+    assert out.shape == (10, 13, 3)
+    with pytest.raises(ArgumentError, match="exactly one way"):
+        op.run_sample((img,), {"resize_x": 3.0, "size": np.array([1, 2])}, None)
+    with pytest.raises(ArgumentError, match="exactly one way"):
+        Resize(size=5).run_sample((img,), {"resize_shorter": np.float32(4)}, None)
+    with pytest.raises(ArgumentError, match="mode"):
+        Resize(mode="stretch").run_sample((img,), {"resize_longer": np.float32(4)}, None)
+    with pytest.raises(ArgumentError, match="resize_shorter"):
+        op.run_sample((img,), {"resize_shorter": np.float32(-4)}, None)
+    with pytest.raises(ArgumentError, match="exactly one way"):
+        op.run_sample((img,), {"roi_start": np.zeros(2), "roi_end": np.ones(2)}, None)
+
+
+@pytest.mark.skipif("random.uniform" not in REGISTRY, reason="fn.random.uniform not built")
+def test_pipeline_resize_x_from_random_uniform(image_root):
+    pipe = Pipeline(batch_size=4, num_threads=2, seed=3)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        rx = fn.random.uniform(range=[20, 40])
+        pipe.set_outputs(images, rx, fn.resize(images, resize_x=rx))
+    pipe.build()
+    images, rx, out = pipe.run()
+    for i in range(len(images)):
+        expected = output_size(*images.at(i).shape[:2], resize_x=float(np.asarray(rx.at(i))))
+        assert out.at(i).shape == (*expected, 3)
