@@ -124,12 +124,16 @@ class BaseIterator:
       padding copies included. PARTIAL cuts them to the first s samples. DROP returns the
       first ``len()`` batches and skips the rest of the reader's epoch, so every epoch starts at
       the start of its shard.
-    * Reader without padding: each epoch is the next ``len()`` full batches of the reader's
-      stream, which runs on from one shard into the next. FILL returns them as they are: an
-      epoch holds ``len()*B >= P`` consecutive samples, so it covers the whole shard read in
-      that epoch, and its tail (the first samples of the next shard) is read again next epoch.
-      PARTIAL keeps the first s samples of the epoch's window. DROP returns ``len()`` batches
-      and, when ``len()*B < floor(N/S)``, reads one more batch and throws it away (as DALI).
+    * Reader without padding: the reader's stream runs on from one shard into the next
+      (``start(k), start(k)+1, ...``, wrapping at N), and epoch e of a pipeline is the window
+      of ``len()*B`` samples of that stream starting at ``e*len()*B`` (DROP: see below). FILL
+      returns the window as it is: full batches, the tail taken from the next shard, and the
+      next epoch goes on where this one stopped. With one shard every epoch thus holds every
+      sample at least once (``len()*B >= N``); with several, an epoch does not line up with
+      shard boundaries: use ``pad_last_batch=True`` when each epoch must cover every sample
+      exactly once across shards. PARTIAL keeps the first s samples of the window. DROP
+      returns ``len()`` batches and, when ``len()*B < floor(N/S)``, reads one more batch and
+      throws it away (as DALI).
     * Data set [1..7], B=2 (DALI's table):
 
       ========  =====================  ======================
@@ -164,8 +168,9 @@ class BaseIterator:
       one iterator, a pipeline without samples left is left out of the list; the epoch ends
       when none has any. With one pipeline per process (torchrun), ranks can then make
       different numbers of steps: use FILL or DROP for DistributedDataParallel.
-    * DROP with ``pad_last_batch`` skips the whole padded tail of the reader's epoch; DALI
-      can start the next epoch on the padding batch (when ``ceil(N/S) % B == 1``).
+    * DROP with ``pad_last_batch`` skips the whole padded tail of the reader's epoch. DALI
+      reads at most one batch past ``len()`` and so can start the next epoch on a padding
+      batch (when S does not divide N and ``ceil(N/S) - 1`` is a multiple of B).
     * ``reset()`` in the middle of an epoch logs a warning and is ignored (as DALI);
       ``reset()`` before anything was taken from the epoch is a silent no-op.
 
