@@ -41,6 +41,7 @@ class Workspace:
     source_info: list[str] = field(default_factory=list)
     params: dict[OpNode, list | None] = field(default_factory=dict)
     gpu: Any = None  # per-iteration GPU state (events, buffers), owned by the GPU stage
+    state: list | None = None  # operator states after this iteration (checkpointing)
 
 
 class _EndOfData:
@@ -100,6 +101,9 @@ class Executor:
         depth: iterations queued by the first ``schedule()``.
         run_async: run stages on background threads.
         gpu_stage: optional callable finishing a workspace on the GPU and returning outputs.
+        snapshot: optional callable returning the operators' states; called after each
+            iteration's parameters are drawn, so ``last_state`` is the state right after the
+            batch the consumer took last (checkpoints stay exact despite prefetching).
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class Executor:
         depth: int,
         run_async: bool,
         gpu_stage: Callable[[Workspace], tuple] | None = None,
+        snapshot: Callable[[], list] | None = None,
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -121,6 +126,8 @@ class Executor:
         self.depth = max(1, depth)
         self.run_async = run_async
         self.gpu_stage = gpu_stage
+        self.snapshot = snapshot
+        self.last_state: list | None = None
         self._segments = self._split_segments()
         self._pool = (
             ThreadPoolExecutor(num_threads, thread_name_prefix="dlpipe-worker")
@@ -164,7 +171,8 @@ class Executor:
         self._scheduled -= 1
         if not self.run_async:
             try:
-                return self._finish(self._run_cpu())
+                outputs, self.last_state = self._finish(self._run_cpu())
+                return outputs
             except StopIteration:
                 self._scheduled = 0  # DALI: nothing stays scheduled past the end of the data
                 raise
@@ -177,7 +185,8 @@ class Executor:
         if isinstance(item, _Failure):
             self._failed = item.exc
             raise item.exc
-        return item
+        outputs, self.last_state = item
+        return outputs
 
     def resume(self) -> None:
         """After the end of the data: let the stage threads run the next epoch."""
@@ -225,7 +234,7 @@ class Executor:
         for t in self._threads:
             t.start()
 
-    def _cpu_then_finish(self, _ticket) -> tuple:
+    def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None]:
         return self._finish(self._run_cpu())
 
     def _stage_loop(self, inbox: queue.Queue, outbox: queue.Queue, fn: Callable) -> None:
@@ -298,6 +307,8 @@ class Executor:
             if node.op.is_reader and source_info is None and params is not None:
                 source_info = [node.op.source_info(p) for p in params]
         ws.source_info = source_info or [""] * n
+        if self.snapshot is not None:
+            ws.state = self.snapshot()
         for node in self.cpu_ops:
             for out in node.outputs:
                 ws.values[out] = [None] * n
@@ -353,10 +364,12 @@ class Executor:
             for dn, v in zip(node.outputs, out, strict=True):
                 values[dn][i] = v
 
-    def _finish(self, ws: Workspace) -> tuple:
+    def _finish(self, ws: Workspace) -> tuple[tuple, list | None]:
+        """(outputs, operator states after this iteration)."""
         if self.gpu_stage is not None:
-            return self.gpu_stage(ws)
-        return tuple(
+            return self.gpu_stage(ws), ws.state
+        outputs = tuple(
             TensorListCPU(ws.values[x], self.layouts.get(x, ""), ws.source_info)
             for x in self.outputs
         )
+        return outputs, ws.state

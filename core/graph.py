@@ -136,6 +136,23 @@ class Operator:
     def bind_rng(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
+    def state_dict(self) -> dict | None:
+        """What a checkpoint needs to continue this operator's stream exactly: the RNG state
+        and, for readers, the loader's position. Plain data (JSON-serialisable)."""
+        state = {}
+        if self.rng is not None:
+            state["rng"] = self.rng.bit_generator.state
+        loader = getattr(self, "loader", None)
+        if loader is not None:
+            state["loader"] = loader.state_dict()
+        return state or None
+
+    def load_state_dict(self, state: dict) -> None:
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+        if "loader" in state:
+            self.loader.load_state_dict(state["loader"])
+
     def batch_params(self, n: int) -> list | None:
         return None
 

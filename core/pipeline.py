@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -72,6 +73,11 @@ class Pipeline:
         ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
         accepted as hints.
         py_num_workers, py_start_method: worker processes for ``external_source(parallel=True)``.
+        enable_checkpointing: keep the state needed by :meth:`checkpoint` (cheap: RNG states
+            and reader positions, taken once per iteration).
+        checkpoint: restore from what :meth:`checkpoint` returned (bytes, or a file path): the
+            pipeline then yields exactly what the checkpointed one would have yielded next.
+            The graph must be the same.
     """
 
     def __init__(
@@ -89,6 +95,8 @@ class Pipeline:
         default_cuda_stream_priority: int = 0,
         *,
         enable_memory_stats: bool = False,
+        enable_checkpointing: bool = False,
+        checkpoint: bytes | str | None = None,
         py_num_workers: int = 1,
         py_start_method: str = "fork",
         exec_dynamic: bool | None = None,
@@ -120,6 +128,14 @@ class Pipeline:
         self._sources: dict[str, Any] = {}
         self._source_ops: list[Any] = []
         self._ended = False
+        if checkpoint is not None and not enable_checkpointing:
+            raise ValueError("checkpoint= needs enable_checkpointing=True")
+        self._enable_checkpointing = enable_checkpointing
+        self._checkpoint_in = checkpoint
+        self._restored = checkpoint is not None  # as in DALI: set by the constructor
+        self._iterator_data = None
+        self._stateful: list[OpNode] = []
+        self._initial_state: list | None = None
         self._ops: list[OpNode] = []
         self._outputs: list[DataNode] | None = None
         self._built = False
@@ -261,6 +277,13 @@ class Pipeline:
 
             gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts)
         depth = self._cpu_size + (self._gpu_size if self._separated else 0)
+        snapshot = None
+        if self._enable_checkpointing:
+            self._stateful = [n for n in ops if n.op.state_dict() is not None]
+            if self._checkpoint_in is not None:
+                self._restore(self._checkpoint_in)
+            snapshot = self._snapshot
+            self._initial_state = self._snapshot()
         self._executor = Executor(
             cpu_ops,
             self._outputs,
@@ -270,6 +293,7 @@ class Pipeline:
             depth if self._exec_pipelined else 1,
             self._exec_async and self._exec_pipelined,
             gpu_stage,
+            snapshot,
         )
         self._built = True
 
@@ -405,6 +429,70 @@ class Pipeline:
                 got = tl.dtype if check == "dtype" else tl.ndim()
                 if (check == "dtype" and got != to_dali_dtype(w)) or (check == "ndim" and got != w):
                     raise PipelineError(f"output {i}: expected {check} {w}, got {got}")
+
+    # --- checkpoints ---------------------------------------------------------------------------
+    @property
+    def is_restored_from_checkpoint(self) -> bool:
+        return self._restored
+
+    @property
+    def iterator_data(self):
+        """What an iterator stored in the checkpoint this pipeline was restored from."""
+        return self._iterator_data
+
+    def _snapshot(self) -> list:
+        return [n.op.state_dict() for n in self._stateful]
+
+    def checkpoint(self, filename: str | None = None, iterator_data=None) -> bytes:
+        """The pipeline's state after the last batch handed out (prefetched batches do not
+        count), as bytes; also written to ``filename`` when given.
+
+        Restore with ``Pipeline(..., enable_checkpointing=True, checkpoint=data)``: the restored
+        pipeline continues with exactly the batches this one would have produced next. The
+        format is JSON (RNG states, reader positions, external-source counters), so it is safe
+        to load and easy to inspect.
+        """
+        if not self._enable_checkpointing:
+            raise PipelineError("checkpoint() needs Pipeline(enable_checkpointing=True)")
+        self.build()
+        last = self._executor.last_state
+        state = last if last is not None else self._initial_state
+        data = json.dumps(
+            {
+                "format": "dlpipe-checkpoint",
+                "version": 1,
+                "epoch_idx": self._epoch_idx,
+                "ops": [
+                    {"name": n.name, "schema": n.op.schema, "state": st}
+                    for n, st in zip(self._stateful, state, strict=True)
+                ],
+                "iterator_data": iterator_data,
+            }
+        ).encode()
+        if filename is not None:
+            with open(filename, "wb") as f:
+                f.write(data)
+        return data
+
+    def _restore(self, checkpoint: bytes | str) -> None:
+        if isinstance(checkpoint, str):
+            with open(checkpoint, "rb") as f:
+                checkpoint = f.read()
+        try:
+            data = json.loads(checkpoint)
+            assert data["format"] == "dlpipe-checkpoint"
+        except Exception as e:
+            raise PipelineError(f"not a dlpipe checkpoint: {e}") from e
+        saved = [(o["name"], o["schema"]) for o in data["ops"]]
+        mine = [(n.name, n.op.schema) for n in self._stateful]
+        if saved != mine:
+            raise PipelineError(
+                f"the checkpoint is of another pipeline: it holds {saved}, this one has {mine}"
+            )
+        for node, o in zip(self._stateful, data["ops"], strict=True):
+            node.op.load_state_dict(o["state"])
+        self._epoch_idx = data["epoch_idx"]
+        self._iterator_data = data["iterator_data"]
 
     def empty(self) -> bool:
         """True when no scheduled iteration is waiting."""

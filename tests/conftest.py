@@ -56,3 +56,30 @@ def make_files(tmp_path):
 def sample_ids(tl) -> list[int]:
     """Decode the sample ids written by ``make_files`` from a batch of raw bytes."""
     return [int(np.frombuffer(tl.at(i).tobytes(), np.int32)[0]) for i in range(len(tl))]
+
+
+def batch_values(outputs) -> list:
+    """A pipeline's outputs as plain nested lists (comparable across runs)."""
+    return [[np.asarray(tl.as_cpu().at(i)).tolist() for i in range(len(tl))] for tl in outputs]
+
+
+def check_checkpoint_resumes(make_pipe, stop: int, total: int) -> None:
+    """The reusable checkpoint check: run ``stop`` batches, checkpoint, restore into a fresh
+    pipeline and compare its next ``total - stop`` batches with an uninterrupted run.
+
+    ``make_pipe(checkpoint=None)`` must build the same pipeline with
+    ``enable_checkpointing=True`` (and ``checkpoint=`` passed through).
+    """
+    reference = make_pipe()
+    want = [batch_values(reference.run()) for _ in range(total)]
+    first = make_pipe()
+    for _ in range(stop):
+        first.run()
+    data = first.checkpoint()
+    first.close()
+    restored = make_pipe(checkpoint=data)
+    assert restored.is_restored_from_checkpoint
+    got = [batch_values(restored.run()) for _ in range(total - stop)]
+    assert got == want[stop:]
+    restored.close()
+    reference.close()

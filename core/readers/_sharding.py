@@ -17,7 +17,7 @@ The loader hands out *dataset indices*; each reader maps them to its samples.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -91,7 +91,11 @@ class ShardedLoader:
         self.shuffle = random_shuffle
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self._reorder = reorder
-        self._reads = self._read_stream()
+        # The physical read position: epoch being read, next position in its shard (None:
+        # not entered yet), and the order of the epoch being read (``reorder``).
+        self._read_epoch = 0
+        self._read_pos: int | None = None
+        self._read_order: np.ndarray | None = None
         # The shuffle buffer: a ring of F (epoch, dataset index) slots, oldest at _head.
         self._ring: list[tuple[int, int]] = []
         self._head = 0
@@ -125,19 +129,47 @@ class ShardedLoader:
         }
 
     # --- the stream ---------------------------------------------------------------------------
-    def _read_stream(self) -> Iterator[tuple[int, int]]:
-        """Physical reads: (epoch, dataset index), shard after shard."""
-        order: np.ndarray | None = None
-        epoch = 0
-        while True:
+    def _read(self) -> tuple[int, int]:
+        """One physical read: (epoch, dataset index), shard after shard."""
+        epoch = self._read_epoch
+        shard = self.epoch_shard(epoch)
+        if self._read_pos is None:  # entering the epoch
             if self._reorder is not None:
-                order = self._reorder(epoch + 1)
-            shard = self.epoch_shard(epoch)
-            lo = shard_start(self.size, shard, self.num_shards)
-            hi = shard_start(self.size, shard + 1, self.num_shards)
-            for pos in range(lo, hi):
-                yield epoch, (int(order[pos]) if order is not None else pos)
-            epoch += 1
+                self._read_order = self._reorder(epoch + 1)
+            self._read_pos = shard_start(self.size, shard, self.num_shards)
+        pos = self._read_pos
+        index = int(self._read_order[pos]) if self._read_order is not None else pos
+        self._read_pos += 1
+        if self._read_pos == shard_start(self.size, shard + 1, self.num_shards):
+            self._read_epoch += 1
+            self._read_pos = None
+        self._per_epoch[epoch] += 1
+        return epoch, index
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The position in the stream (plain data; the RNG is the operator's)."""
+        return {
+            "ring": [list(x) for x in self._ring],
+            "head": self._head,
+            "per_epoch": {str(k): v for k, v in self._per_epoch.items() if v},
+            "epoch": self._epoch,
+            "returned": self._returned,
+            "last": self._last,
+            "filled": self._filled,
+            "read_epoch": self._read_epoch,
+            "read_pos": self._read_pos,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._ring = [tuple(x) for x in state["ring"]]
+        self._head = state["head"]
+        self._per_epoch = Counter({int(k): v for k, v in state["per_epoch"].items()})
+        self._epoch, self._returned, self._last = state["epoch"], state["returned"], state["last"]
+        self._filled = state["filled"]
+        self._read_epoch, self._read_pos = state["read_epoch"], state["read_pos"]
+        if self._reorder is not None and self._read_pos is not None:
+            self._read_order = self._reorder(self._read_epoch + 1)
 
     def next_batch(self, batch_size: int) -> list[int]:
         """The dataset indices of the next batch of ``batch_size`` samples."""
@@ -168,8 +200,3 @@ class ShardedLoader:
         self._returned += 1
         self._last = index
         return index
-
-    def _read(self) -> tuple[int, int]:
-        item = next(self._reads)
-        self._per_epoch[item[0]] += 1
-        return item

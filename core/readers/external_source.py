@@ -23,6 +23,7 @@ Choices where DALI's documentation is silent (stated here on purpose):
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections import deque
 from typing import Any
 
@@ -175,6 +176,27 @@ class ExternalSource(Operator):
         if self.cycle == "raise":
             self._iter = _make_iter(self.source)
             self._exhausted = False
+
+    def state_dict(self) -> dict:
+        return {
+            "epoch_idx": self.epoch_idx,
+            "iteration": self.iteration,
+            "sample_in_epoch": self.sample_in_epoch,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Callables continue at the saved iteration; an iterable or fed source cannot be
+        restored (its position is not ours): it starts over, with a warning, as in DALI."""
+        if self.source is None or self._iter is not None:
+            warnings.warn(
+                f"{self.who}: only callable sources are restored from a checkpoint; "
+                "this one starts over",
+                stacklevel=2,
+            )
+            return
+        self.epoch_idx = state["epoch_idx"]
+        self.iteration = state["iteration"]
+        self.sample_in_epoch = state["sample_in_epoch"]
 
     # --- producing a batch ------------------------------------------------------------------
     def batch_params(self, n: int) -> list:
