@@ -184,7 +184,7 @@ class CropMirrorNormalize(CropArgs, Operator):
         x = inputs[0]
         layout = default_layout(self._layout, x.ndim, self.schema)
         out_layout = self.output_layout or layout
-        if out_layout != self._layout or not self._layout:
+        if not self._layout:  # a known layout was checked at build time
             self._check_permutation(layout)
         c_axis = layout.find("C")
         nch = x.shape[c_axis]
