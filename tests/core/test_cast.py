@@ -82,9 +82,16 @@ def test_bool_and_float_targets():
     assert convert_sat(np.array(5, np.int32), np.float32).dtype == np.float32
 
 
-def test_round_half_away_exhaustive_near_small_halves():
+def test_round_half_away_dense_sweep_near_small_halves():
     lo, hi = np.float32(0.25).view(np.int32), np.float32(8.0).view(np.int32)
-    x = np.arange(lo, hi, 7, dtype=np.int32).view(np.float32)
+    x = np.arange(lo, hi, 61, dtype=np.int32).view(np.float32)
+    x = np.concatenate(
+        [
+            x,
+            np.nextafter(np.arange(0.5, 64, 1, dtype=np.float32), 0),
+            np.nextafter(np.arange(0.5, 64, 1, dtype=np.float32), 99),
+        ]
+    )
     x = np.concatenate([x, -x, np.arange(-20, 20, 0.5, dtype=np.float32)])
     ref = np.sign(x.astype(np.float64)) * np.floor(np.abs(x.astype(np.float64)) + 0.5)
     np.testing.assert_array_equal(round_half_away(x), ref)
