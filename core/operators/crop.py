@@ -258,7 +258,7 @@ class CropArgs:
         for letter, name in (("H", "crop_h"), ("W", "crop_w"), ("D", "crop_d")):
             v = args.get(name, self._crop_hwd[letter])
             if v is not None:
-                ext[letter] = int(float(np.asarray(v)))
+                ext[letter] = int(float(np.asarray(v).reshape(-1)[0]))
         # Checked here, not in setup: an argument given as a DataNode never reaches setup.
         if ("H" in ext) != ("W" in ext):
             raise ArgumentError(f"{self._crop_who}: crop_h and crop_w must be given together")
@@ -273,7 +273,9 @@ class CropArgs:
         positions = {}
         for letter, name in (("W", "crop_pos_x"), ("H", "crop_pos_y"), ("D", "crop_pos_z")):
             v = args.get(name)
-            positions[letter] = self._pos[letter] if v is None else float(np.asarray(v))
+            positions[letter] = (
+                self._pos[letter] if v is None else float(np.asarray(v).reshape(-1)[0])
+            )
         extents = self.crop_extents(args)
         if "H" not in layout or "W" not in layout:
             raise ArgumentError(

@@ -198,3 +198,15 @@ def test_pipeline_argument_inputs(image_root):
         pos = (float(np.asarray(px.at(i))), float(np.asarray(py.at(i))))
         np.testing.assert_array_equal(cropped.at(i), ref_crop(img, "HWC", (h, 20), pos))
         np.testing.assert_array_equal(legacy.at(i), img[:10, :10])
+
+
+def test_argument_inputs_as_one_element_arrays():
+    x = make((5, 6, 3), np.uint8)
+    args = {
+        "crop_h": np.array([2.0], np.float32),
+        "crop_w": np.array([3], np.int32),
+        "crop_pos_x": np.array([0.0], np.float32),
+        "crop_pos_y": np.float32(1.0),
+    }
+    np.testing.assert_array_equal(run_op(x, "HWC", args), x[3:5, 0:3])
+    np.testing.assert_array_equal(run_op(x, "HWC", {"crop": np.array([1.0, 2.0])}), x[2:3, 2:4])
