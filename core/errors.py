@@ -32,6 +32,12 @@ class MissingExtraError(DlpipeError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
 
+class SampleSkipped(DlpipeError):
+    """Raised by an operator with ``on_error="skip"`` for a sample it drops. The executor
+    replaces the sample (every output of it) with a good one of the same batch and records it
+    in ``pipe.skipped()``; it never reaches the user."""
+
+
 def require_extra(module: str, extra: str):
     """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install "dlpipe[extra]"``."""
     import importlib

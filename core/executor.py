@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DlpipeError, PipelineError
+from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, OpNode
 from .tensors import TensorListCPU
 
@@ -127,6 +127,7 @@ class Executor:
         self.run_async = run_async
         self.gpu_stage = gpu_stage
         self.snapshot = snapshot
+        self.skipped: list[dict] = []  # samples dropped by on_error="skip" operators
         self.last_state: list | None = None
         self._segments = self._split_segments()
         self._pool = (
@@ -329,6 +330,7 @@ class Executor:
 
     def _run_samples(self, nodes: list[OpNode], ws: Workspace) -> None:
         errors: list[BaseException] = []
+        skipped: dict[int, tuple[OpNode, str]] = {}
         indices = iter(range(ws.batch_size))
 
         def drain() -> None:
@@ -338,6 +340,9 @@ class Executor:
                 for node in nodes:
                     try:
                         self._run_one(node, i, ws)
+                    except SampleSkipped as e:
+                        skipped[i] = (node, str(e))
+                        break
                     except BaseException as e:
                         errors.append(_sample_error(e, node, i, ws))
                         return
@@ -350,6 +355,34 @@ class Executor:
                 f.result()
         if errors:
             raise errors[0]
+        if skipped:
+            self._replace_skipped(ws, skipped)
+
+    def _replace_skipped(self, ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> None:
+        """Fill each skipped sample with the nearest good sample of the batch (every output,
+        so data and labels stay paired) and record what was skipped."""
+        good = [i for i in range(ws.batch_size) if i not in skipped]
+        for i, (node, message) in sorted(skipped.items()):
+            self.skipped.append(
+                {
+                    "iteration": ws.iteration,
+                    "sample": i,
+                    "file": ws.source_info[i],
+                    "operator": node.name,
+                    "error": message,
+                }
+            )
+        if not good:
+            node, message = skipped[min(skipped)]
+            raise DecodeError(
+                f"every sample of iteration {ws.iteration} was skipped (on_error='skip'); "
+                f"last error: {message}"
+            )
+        for i in skipped:
+            j = min(good, key=lambda g: (abs(g - i), g))
+            for values in ws.values.values():
+                values[i] = values[j]
+            ws.source_info[i] = ws.source_info[j]
 
     @staticmethod
     def _run_one(node: OpNode, i: int, ws: Workspace) -> None:

@@ -430,6 +430,11 @@ class Pipeline:
                 if (check == "dtype" and got != to_dali_dtype(w)) or (check == "ndim" and got != w):
                     raise PipelineError(f"output {i}: expected {check} {w}, got {got}")
 
+    def skipped(self) -> list[dict]:
+        """Samples dropped by operators with ``on_error="skip"``, oldest first: dicts with
+        ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``."""
+        return list(self._executor.skipped) if self._executor is not None else []
+
     # --- checkpoints ---------------------------------------------------------------------------
     @property
     def is_restored_from_checkpoint(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from ..errors import DecodeError
+from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, register
 from ..operators._crop_window import RandomCropWindow
 from ..types import DALIImageType, to_image_type
@@ -64,8 +64,12 @@ class _DecoderBase(Operator):
         hybrid_huffman_threshold,
         device_memory_padding,
         host_memory_padding,
+        on_error="raise",
         **_hints,
     ) -> None:
+        if on_error not in ("raise", "skip"):
+            raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
+        self.on_error = on_error
         self.output_type = to_image_type(output_type)
         self.hw_decoder_load = float(hw_decoder_load)
         self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
@@ -75,6 +79,15 @@ class _DecoderBase(Operator):
 
     def output_layouts(self, input_layouts):
         return ["HWC"]
+
+    def decode(self, data: np.ndarray) -> np.ndarray:
+        """``decode_cpu`` honouring ``on_error``."""
+        try:
+            return decode_cpu(data, self.output_type)
+        except DecodeError as e:
+            if self.on_error == "skip":
+                raise SampleSkipped(str(e)) from e
+            raise
 
     def gpu_impl(self):
         """The nvImageCodec implementation (built on first use by the GPU stage)."""
@@ -98,6 +111,10 @@ class ImageDecoder(_DecoderBase):
         hw_decoder_load, hybrid_huffman_threshold, device_memory_padding, host_memory_padding,
         preallocate_width_hint, preallocate_height_hint, affine, use_fast_idct,
         jpeg_fancy_upsampling, adjust_orientation, dtype: accepted as in DALI.
+        on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
+            ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
+            sample of the same batch (all its outputs, label included), so batches stay full
+            and epochs keep their length; ``pipe.skipped()`` lists what was skipped.
     """
 
     schema = "decoders.image"
@@ -119,6 +136,7 @@ class ImageDecoder(_DecoderBase):
         jpeg_fancy_upsampling=False,
         adjust_orientation=True,
         dtype=None,
+        on_error="raise",
         cache_size=0,
         cache_type="",
         memory_stats=False,
@@ -131,10 +149,11 @@ class ImageDecoder(_DecoderBase):
             hybrid_huffman_threshold,
             device_memory_padding,
             host_memory_padding,
+            on_error,
         )
 
     def run_sample(self, inputs, args, param):
-        return decode_cpu(inputs[0], self.output_type)
+        return self.decode(inputs[0])
 
 
 @register(legacy=("ImageDecoderRandomCrop",))
@@ -145,7 +164,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
         random_area: [min, max] share of the image area (default [0.08, 1.0]).
         random_aspect_ratio: [min, max] width/height (default [3/4, 4/3]).
         num_attempts: tries before falling back to the whole (clamped) image (default 10).
-        output_type, device, seed and the decoder hints as for ``decoders.image``.
+        output_type, device, seed, on_error and the decoder hints as for ``decoders.image``.
     """
 
     schema = "decoders.image_random_crop"
@@ -169,6 +188,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
         jpeg_fancy_upsampling=False,
         adjust_orientation=True,
         dtype=None,
+        on_error="raise",
     ) -> None:
         self._setup_decoder(
             output_type,
@@ -176,6 +196,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
             hybrid_huffman_threshold,
             device_memory_padding,
             host_memory_padding,
+            on_error,
         )
         self.window = RandomCropWindow(
             random_area, random_aspect_ratio, num_attempts, who=self.schema
@@ -185,6 +206,6 @@ class ImageDecoderRandomCrop(_DecoderBase):
         return list(self.window.draw(self.rng, n))
 
     def run_sample(self, inputs, args, param):
-        img = decode_cpu(inputs[0], self.output_type)
+        img = self.decode(inputs[0])
         y, x, h, w = self.window.window(img.shape[0], img.shape[1], param)
         return np.ascontiguousarray(img[y : y + h, x : x + w])

@@ -1,0 +1,108 @@
+"""Bad data and faults: on_error="skip" keeps batches full and epochs whole, the decoder
+survives random and mutated bytes, and a failed pipeline still closes cleanly."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlpipe import ArgumentError, DecodeError, Pipeline, fn, types
+from dlpipe.decoders.image import decode_cpu
+from dlpipe.synthetic import synthetic_image
+
+_JPEG = cv2.imencode(".jpg", synthetic_image(np.random.default_rng(0), 24, 32))[1].tobytes()
+
+
+def dataset(tmp_path, n, bad):
+    for i in range(n):
+        os.makedirs(tmp_path / f"c{i % 2}", exist_ok=True)
+        payload = b"\xff\xd8 corrupt" if i in bad else _JPEG
+        (tmp_path / f"c{i % 2}" / f"{i:03d}.jpg").write_bytes(payload)
+    return str(tmp_path)
+
+
+def skip_pipe(root, batch_size):
+    pipe = Pipeline(batch_size=batch_size, num_threads=2, seed=1)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=root, name="Reader")
+        images = fn.decoders.image(jpegs, on_error="skip")
+        pipe.set_outputs(images, labels)
+    return pipe
+
+
+def test_skip_replaces_the_whole_sample_and_keeps_batches_full(tmp_path):
+    # listing order: c0/000, c0/002, c0/004, c0/006, c1/001, c1/003, ...
+    root = dataset(tmp_path, 8, bad={2, 3})
+    pipe = skip_pipe(root, 4)
+    images, labels = pipe.run()
+    assert len(images) == 4 and images.is_dense_tensor()
+    # c0/002 (sample 1) is replaced by its nearest good neighbour c0/000 (sample 0), label 0
+    assert labels.as_array().ravel().tolist() == [0, 0, 0, 0]
+    assert images.source_info(1) == "c0/000.jpg"
+    images, labels = pipe.run()  # c1/001, c1/003 (bad), c1/005, c1/007
+    assert labels.as_array().ravel().tolist() == [1, 1, 1, 1]
+    assert [(s["file"], s["sample"]) for s in pipe.skipped()] == [
+        ("c0/002.jpg", 1),
+        ("c1/003.jpg", 1),
+    ]
+    assert all("ImageDecoder" in s["operator"] and "decode" in s["error"] for s in pipe.skipped())
+    assert pipe.epoch_size("Reader") == 8  # epochs keep their length
+
+
+def test_skip_with_every_sample_bad_is_an_error(tmp_path):
+    root = dataset(tmp_path, 4, bad={0, 1, 2, 3})
+    with pytest.raises(DecodeError, match="every sample of iteration 0 was skipped"):
+        skip_pipe(root, 2).run()
+
+
+def test_on_error_is_checked():
+    pipe = Pipeline(batch_size=1, num_threads=1)
+    with pytest.raises(ArgumentError, match="on_error='ignore'"):
+        with pipe:
+            fn.decoders.image(fn.readers.file(files=["x"])[0], on_error="ignore")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=600))
+def test_decoder_on_random_bytes_raises_or_decodes(data):
+    try:
+        out = decode_cpu(np.frombuffer(data, np.uint8), types.RGB)
+    except DecodeError:
+        return
+    assert out.ndim == 3 and out.dtype == np.uint8
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(_JPEG) - 1), st.integers(0, 255)), max_size=12),
+    st.integers(16, len(_JPEG)),
+)
+def test_decoder_on_mutated_jpeg_raises_or_decodes(edits, length):
+    data = bytearray(_JPEG[:length])
+    for pos, value in edits:
+        if pos < len(data):
+            data[pos] = value
+    try:
+        out = decode_cpu(np.frombuffer(bytes(data), np.uint8), types.RGB)
+    except DecodeError:
+        return
+    assert out.ndim == 3
+
+
+def test_failed_pipeline_closes_and_frees_its_threads(tmp_path):
+    root = dataset(tmp_path, 4, bad={1})
+    before = set(threading.enumerate())
+    pipe = Pipeline(batch_size=4, num_threads=3, seed=1)
+    with pipe:
+        pipe.set_outputs(fn.decoders.image(fn.readers.file(file_root=root)[0]))
+    with pytest.raises(DecodeError, match="c1/001.jpg"):
+        pipe.run()
+    started = [t for t in set(threading.enumerate()) - before if t.name.startswith("dlpipe")]
+    pipe.close()
+    assert started and not any(t.is_alive() for t in started)
