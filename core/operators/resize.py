@@ -770,6 +770,7 @@ class Resize(Operator):
             self.schema, interp_type, min_filter, mag_filter, antialias, dtype
         )
         self._layout = "HWC"
+        self._cache: dict[tuple[int, int], ResizeParams] = {}
 
     def _check_size_args(self, given: list[str], args: dict | None = None) -> None:
         ways = {("resize_x" if k in ("resize_x", "resize_y") else k) for k in given}
@@ -796,6 +797,16 @@ class Resize(Operator):
 
     def params_for(self, in_h: int, in_w: int, args: dict | None = None) -> ResizeParams:
         """The geometry of one sample (static arguments overridden by argument inputs)."""
+        if not args:
+            cached = self._cache.get((in_h, in_w))
+            if cached is not None:
+                return cached
+        p = self._params_for(in_h, in_w, args)
+        if not args and len(self._cache) < 4096:  # same-size images are common: skip the math
+            self._cache[(in_h, in_w)] = p
+        return p
+
+    def _params_for(self, in_h: int, in_w: int, args: dict | None) -> ResizeParams:
         vals = dict(self._static)
         if args:
             for k, v in args.items():
