@@ -283,6 +283,7 @@ class NumpyReader(Operator):
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )
         self._reorder = self._epoch_order if shuffle_after_epoch else None
+        self._order_cache: tuple[int, np.ndarray] = (0, self._order)
         self.loader = ShardedLoader(len(self.files), **self._options)
 
     def _check_roi_names(self, roi: dict) -> None:
@@ -296,11 +297,19 @@ class NumpyReader(Operator):
 
     # --- the sharded stream (as in readers/file.py) -----------------------------------------
     def _epoch_order(self, epoch: int) -> np.ndarray:
-        perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + epoch)).permutation(
-            len(self._order)
-        )
-        self._order = self._order[perm]
-        return self._order
+        """The list order of ``epoch`` (1-based) with ``shuffle_after_epoch``: each epoch's
+        shuffle applies to the previous order (DALI without checkpointing), replayed from the
+        start when a checkpoint restores an earlier epoch."""
+        cached_epoch, order = self._order_cache
+        if epoch < cached_epoch:
+            cached_epoch, order = 0, self._order
+        for e in range(cached_epoch + 1, epoch + 1):
+            perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + e)).permutation(
+                len(order)
+            )
+            order = order[perm]
+        self._order_cache = (epoch, order)
+        return order
 
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import sample_ids
+from conftest import check_checkpoint_resumes, sample_ids
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, ops
 
 
@@ -272,3 +272,28 @@ def test_argument_errors(grid, tmp_path):
         np_pipe(file_root=root, use_o_direct=True)
     with pytest.raises(ArgumentError, match=r"roi_start=\[1\] has 1 values.*c\.npy.*needs 2"):
         np_pipe(files=["c.npy"], file_root=root, roi_start=[1]).run()
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [0, 4, 9])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(random_shuffle=True, initial_fill=5, num_shards=2, shard_id=1, pad_last_batch=True),
+        dict(shuffle_after_epoch=True, num_shards=3, rel_roi_start=[0.5]),
+    ],
+)
+def test_checkpoint_resumes(numbered, stop, kw):
+    root = numbered(11)
+
+    def make(checkpoint=None):
+        pipe = Pipeline(
+            batch_size=3, num_threads=2, seed=17, enable_checkpointing=True, checkpoint=checkpoint
+        )
+        with pipe:
+            pipe.set_outputs(fn.readers.numpy(file_root=root, name="Reader", **kw))
+        return pipe
+
+    check_checkpoint_resumes(make, stop, 12)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlpipe.tfrecord as tfrec
-from conftest import sample_ids
+from conftest import check_checkpoint_resumes, sample_ids
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, ops
 from dlpipe.readers._sharding import shard_size, shard_start
 from dlpipe.readers.tfrecord import crc32c
@@ -440,3 +440,31 @@ def test_argument_errors(tfrecords):
         tfrec.VarLenFeature(7, 0)
     with pytest.raises(ArgumentError, match="default_value='x'"):
         tfrec.FixedLenFeature([1], tfrec.int64, "x")
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [0, 4, 9])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(random_shuffle=True, initial_fill=5, num_shards=2, shard_id=1, pad_last_batch=True),
+        dict(shuffle_after_epoch=True, random_shuffle=True, initial_fill=3),
+    ],
+)
+def test_checkpoint_resumes(tfrecords, stop, kw):
+    paths, idxs, _ = tfrecords
+
+    def make(checkpoint=None):
+        pipe = Pipeline(
+            batch_size=3, num_threads=2, seed=17, enable_checkpointing=True, checkpoint=checkpoint
+        )
+        with pipe:
+            outs = fn.readers.tfrecord(
+                path=paths, index_path=idxs, features=FEATURES, name="Reader", **kw
+            )
+            pipe.set_outputs(*as_list(outs, list(FEATURES)))
+        return pipe
+
+    check_checkpoint_resumes(make, stop, 12)

@@ -9,7 +9,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from conftest import sample_ids
+from conftest import check_checkpoint_resumes, sample_ids
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, types
 from dlpipe.tools import make_webdataset_index
 from dlpipe.tools.wds2idx import default_index_path
@@ -305,3 +305,29 @@ def test_argument_errors(shards):
         wds_pipe(shards, ext=[])
     with pytest.raises(DecodeError, match=r"s0000\.jpg|s0000\.png|not a multiple of float64"):
         wds_pipe(shards, ext=["jpg;png"], dtypes=[types.FLOAT64])
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [0, 4, 9])
+def test_checkpoint_resumes(shards, stop):
+    def make(checkpoint=None):
+        pipe = Pipeline(
+            batch_size=3, num_threads=2, seed=17, enable_checkpointing=True, checkpoint=checkpoint
+        )
+        with pipe:
+            outs = fn.readers.webdataset(
+                paths=shards,
+                ext=["id", "jpg;png", "cls"],
+                random_shuffle=True,
+                initial_fill=4,
+                num_shards=3,
+                shard_id=2,
+                pad_last_batch=True,
+                name="Reader",
+            )
+            pipe.set_outputs(*outs)
+        return pipe
+
+    check_checkpoint_resumes(make, stop, 12)
