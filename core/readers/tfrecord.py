@@ -421,7 +421,8 @@ def _as_list(value, name: str, who: str) -> list[str]:
 class TFRecordReader(Operator):
     """Reads ``tf.train.Example`` records from TFRecord files (no TensorFlow needed).
 
-    One output per entry of ``features``, in the dict's order: ``FixedLenFeature`` values are
+    A call returns a dict {feature name: node}, as in DALI (``inputs["image/encoded"]``), one
+    output per entry of ``features``, in the dict's order: ``FixedLenFeature`` values are
     reshaped to its shape (its default fills a missing feature), ``VarLenFeature`` values are
     1-D (or ``(-1, *partial_shape)``), string features are their bytes as 1-D uint8. Records
     are sharded by index over all files together; the reader does not shuffle globally (only
@@ -443,14 +444,11 @@ class TFRecordReader(Operator):
 
     Example:
         >>> import dlpipe.tfrecord as tfrec
-        >>> jpeg, label = fn.readers.tfrecord(
+        >>> inputs = fn.readers.tfrecord(
         ...     path=["train-0.tfrecord"], index_path=["train-0.idx"], name="Reader",
         ...     features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
         ...               "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)})
-
-    Note:
-        DALI returns a dict {feature name: node}; here the outputs come in ``features`` order
-        (see :meth:`output_names`).
+        >>> jpegs, labels = inputs["image/encoded"], inputs["image/class/label"]
     """
 
     schema = "readers.tfrecord"
@@ -546,6 +544,11 @@ class TFRecordReader(Operator):
     def output_names(self) -> list[str]:
         """The feature names, one per output (DALI's dict keys)."""
         return list(self.features)
+
+    def after_call(self, outputs):
+        # As in DALI, a call returns {feature name: node}; handed back as the one "output" so
+        # that fn/ops return the dict itself.
+        return [dict(zip(self.features, outputs, strict=True))]
 
     def output_layouts(self, input_layouts):
         return [""] * self.num_outputs

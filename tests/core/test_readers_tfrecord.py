@@ -139,10 +139,9 @@ FEATURES = {
 
 
 def as_list(outs, names):
-    """The reader's outputs in feature order, whether it returns a tuple or DALI's dict."""
-    if isinstance(outs, dict):
-        return [outs[n] for n in names]
-    return list(outs) if isinstance(outs, tuple) else [outs]
+    """The reader's outputs in feature order (a call returns DALI's dict, in that order)."""
+    assert isinstance(outs, dict) and list(outs) == list(names)
+    return [outs[n] for n in names]
 
 
 def tf_pipe(paths, idxs, features=None, batch_size=1, seed=3, **kw):
