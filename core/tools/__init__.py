@@ -1,5 +1,5 @@
 """Index makers for the container readers, also run as ``dlpipe make-tfrecord-index`` and
-``dlpipe make-wds-index``.
+``dlpipe make-wds-index`` (or ``python -m dlpipe.tools.tfrecord2idx`` / ``...wds2idx``).
 
     >>> from dlpipe.tools import make_tfrecord_index, make_webdataset_index
     >>> make_tfrecord_index("train-0.tfrecord", "train-0.idx")
@@ -8,7 +8,18 @@
 
 from __future__ import annotations
 
-from .tfrecord2idx import make_tfrecord_index
-from .wds2idx import make_webdataset_index
+import importlib
 
-__all__ = ["make_tfrecord_index", "make_webdataset_index"]
+_EXPORTS = {
+    "make_tfrecord_index": "tfrecord2idx",
+    "make_webdataset_index": "wds2idx",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    # Lazy, so that ``python -m dlpipe.tools.<tool>`` does not import the tool twice.
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
