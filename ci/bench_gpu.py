@@ -199,6 +199,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--only", default="a,b,c,d")
+    ap.add_argument("--profile", action="store_true", help="time the stages, then exit")
     ap.add_argument(
         "--json",
         default=os.environ.get("OUT", "") and os.path.join(os.environ["OUT"], "bench_gpu.json"),
@@ -211,6 +212,9 @@ def main() -> None:
     files = list_files(args.data)
     print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
     b, th, it, wu = args.batch, args.threads, args.iters, args.warmup
+    if args.profile:
+        profile(args.data, files, b, it)
+        return
     only = set(args.only.split(","))
     rows = []
 
@@ -267,3 +271,101 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def profile(root: str, files: list[str], batch: int, iters: int) -> None:
+    """Where a batch's time goes: CPU stage, GPU stage, the decode call, per thread count."""
+    import threading
+    from collections import defaultdict
+
+    from dlpipe import Pipeline
+    from dlpipe.decoders import _nvimgcodec
+    from dlpipe.executor import Executor
+    from dlpipe.executor_gpu import GpuStage
+
+    acc: dict = defaultdict(float)
+
+    def timed(cls, name, key):
+        orig = getattr(cls, name)
+
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                acc[key] += time.perf_counter() - t
+
+        setattr(cls, name, wrapper)
+
+    timed(Executor, "_run_cpu", "cpu stage")
+    timed(GpuStage, "__call__", "gpu stage")
+    timed(_nvimgcodec.MixedDecoder, "decode_batch", "decode_batch")
+    for th in (16, 8, 4, 2):
+        for what in ("reader only", "decode"):
+            acc.clear()
+            pipe = Pipeline(batch_size=batch, num_threads=th, device_id=0, seed=0)
+            with pipe:
+                jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True)
+                if what == "decode":
+                    pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"), labels)
+                else:
+                    pipe.set_outputs(jpegs, labels)
+            for _ in range(5):
+                pipe.run()
+            acc.clear()
+            t = time.perf_counter()
+            for _ in range(iters):
+                outs = pipe.run()
+                ev = getattr(outs[0], "_event", None)
+                if ev is not None:
+                    ev.synchronize()
+            dt = time.perf_counter() - t
+            pipe.close()
+            parts = ", ".join(f"{k} {v / iters * 1e3:.1f} ms" for k, v in acc.items())
+            print(
+                f"  threads={th:2d} {what:11s}: {iters * batch / dt:8,.0f} img/s; per batch: "
+                f"{dt / iters * 1e3:.1f} ms total, {parts}",
+                flush=True,
+            )
+    # does nvImageCodec's decode release the GIL? time it with a Python thread spinning
+    import cupy
+    from nvidia import nvimgcodec as nvi
+
+    blobs = [np.fromfile(f, np.uint8) for f in files[: batch * 4]]
+    dec = nvi.Decoder(
+        device_id=0,
+        backends=[
+            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=0.9),
+            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
+        ],
+    )
+    s = cupy.cuda.Stream(non_blocking=True)
+    for spin in (False, True):
+        stop = threading.Event()
+        count = [0]
+
+        def spinner(stop=stop, count=count):
+            while not stop.is_set():
+                count[0] += 1
+
+        th_ = threading.Thread(target=spinner) if spin else None
+        if th_:
+            th_.start()
+        t = time.perf_counter()
+        tp = 0.0
+        for k in range(12):
+            chunk = blobs[(k % 4) * batch : (k % 4 + 1) * batch]
+            t1 = time.perf_counter()
+            css = [nvi.CodeStream(b) for b in chunk]
+            tp += time.perf_counter() - t1
+            dec.decode(css, cuda_stream=s.ptr)
+            s.synchronize()
+        dt = time.perf_counter() - t
+        stop.set()
+        if th_:
+            th_.join()
+        print(
+            f"  raw decode, spinning thread={spin}: {12 * batch / dt:,.0f} img/s, "
+            f"CodeStream() {tp / 12 * 1e3:.1f} ms/batch, spinner count {count[0]:,}",
+            flush=True,
+        )
