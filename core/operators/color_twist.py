@@ -84,6 +84,7 @@ def _finite_number(v) -> bool:
 
 
 class _ColorBase(Operator):
+    devices = ("cpu", "gpu")
     _args: tuple[tuple[str, float], ...] = ()
 
     def _setup(self, dtype, image_type, **values) -> None:
@@ -113,6 +114,16 @@ class _ColorBase(Operator):
             return float(np.asarray(v).reshape(-1)[0])
         return getattr(self, name, default)
 
+    def _transform(self, args: dict, in_dt: np.dtype) -> tuple[np.ndarray, float]:
+        hue = self._value(args, "hue", 0.0)
+        sat = self._value(args, "saturation", 1.0)
+        val = self._value(args, "value", 1.0)
+        bri = self._value(args, "brightness", 1.0)
+        con = self._value(args, "contrast", 1.0)
+        m = color_matrix(hue, sat, val, bri, con)
+        half = np.float32(0.5 if in_dt.kind == "f" else 128.0)
+        return m, float((half - half * np.float32(con)) * np.float32(bri))
+
     def run_sample(self, inputs, args, param):
         x = inputs[0]
         if x.ndim < 1 or x.shape[-1] != 3:
@@ -122,17 +133,31 @@ class _ColorBase(Operator):
             )
         if x.dtype not in _TYPES:
             raise ArgumentError(f"{self.schema}: input type {x.dtype} is not supported")
-        hue = self._value(args, "hue", 0.0)
-        sat = self._value(args, "saturation", 1.0)
-        val = self._value(args, "value", 1.0)
-        bri = self._value(args, "brightness", 1.0)
-        con = self._value(args, "contrast", 1.0)
-        m = color_matrix(hue, sat, val, bri, con)
-        half = np.float32(0.5 if x.dtype.kind == "f" else 128.0)
-        offset = (half - half * np.float32(con)) * np.float32(bri)
+        m, offset = self._transform(args, x.dtype)
         return apply_color_matrix(
-            x, m, float(offset), self.dtype or x.dtype, self.image_type == DALIImageType.BGR
+            x, m, offset, self.dtype or x.dtype, self.image_type == DALIImageType.BGR
         )
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: one launch with a matrix per sample (HWC, 3 channels)."""
+        from ..kernels._batch import as_samples
+        from ..kernels.color import color_matrix_batch
+
+        s = as_samples(inputs[0])
+        n = len(s)
+        if n and (s.shapes.shape[1] != 3 or not (s.shapes[:, 2] == 3).all()):
+            raise ArgumentError(
+                f"{self.schema}: expects 3-channel images with channels last (HWC), got shape "
+                f"{list(s.shapes[0])}"
+            )
+        in_dt = np.dtype(s.dtype)
+        if in_dt not in _TYPES:
+            raise ArgumentError(f"{self.schema}: input type {in_dt} is not supported")
+        mats, offs = np.zeros((n, 3, 3)), np.zeros((n, 3))
+        for i in range(n):
+            m, offs[i] = self._transform({k: v[i] for k, v in args.items()}, in_dt)
+            mats[i] = m[::-1, ::-1] if self.image_type == DALIImageType.BGR else m
+        return color_matrix_batch(s, mats, offs, out_dtype=self.dtype or in_dt, stream=stream)
 
 
 @register(legacy=("ColorTwist",))

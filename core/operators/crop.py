@@ -306,6 +306,7 @@ class Crop(CropArgs, Operator):
     """
 
     schema = "crop"
+    devices = ("cpu", "gpu")
     arg_inputs = CropArgs.CROP_ARG_INPUTS
 
     def setup(
@@ -365,3 +366,44 @@ class Crop(CropArgs, Operator):
             out.fill(fill[0])
         convert_sat(x[src], dtype, out=out[dst])
         return out
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: one launch for the batch (HWC or HW samples)."""
+        from ..kernels.slice import crop_batch
+
+        s, layout, wins = gpu_windows(self, inputs[0], args, ("HWC", "HW"))
+        dtype = self.dtype or s.dtype
+        c_axis = layout.find("C")
+        nch = int(s.shapes[0, c_axis]) if len(s) and c_axis >= 0 else 1
+        fill = fill_array(self.fill_values, nch if c_axis >= 0 else None, dtype, self.schema)
+        (y0, x0), (oh, ow) = wins[:, 0, :2].T, wins[:, 1, :2].T
+        return crop_batch(s, oh, ow, y0, x0, fill=fill, out_dtype=dtype, stream=stream)
+
+
+def gpu_windows(op: CropArgs, batch, args: dict, layouts: Sequence[str], who: str | None = None):
+    """The GPU side of :class:`CropArgs`: ``(samples, layout, windows)`` for a batch, with
+    ``windows[i] = (anchor, shape)`` of sample ``i`` (an int64 array of shape (N, 2, ndim)).
+
+    Raises:
+        ArgumentError: when the layout is not one of ``layouts`` (what the kernel handles).
+    """
+    from ..kernels._batch import as_samples
+
+    s = as_samples(batch)
+    n = len(s)
+    ndim = s.shapes.shape[1] if n else len(layouts[0])
+    layout = default_layout(op._layout, ndim, op._crop_who)
+    if layout not in layouts:
+        raise ArgumentError(
+            f"{who or op._crop_who}: device='gpu' supports the layouts {list(layouts)}, got "
+            f"{layout!r}; run it on the CPU"
+        )
+    wins = np.zeros((n, 2, ndim), np.int64)
+    for i in range(n):
+        sample_args = {k: v[i] for k, v in args.items()}
+        shape = tuple(int(v) for v in s.shapes[i])
+        if op.has_crop(sample_args):
+            wins[i] = op.sample_window(shape, layout, sample_args)
+        else:
+            wins[i, 1] = shape
+    return s, layout, wins

@@ -23,7 +23,7 @@ from ..errors import ArgumentError
 from ..graph import Operator, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
-from .crop import CropArgs, default_layout, fill_array, window_slices
+from .crop import CropArgs, default_layout, fill_array, gpu_windows, window_slices
 
 __all__ = ["CropMirrorNormalize", "normalization_params"]
 
@@ -97,6 +97,7 @@ class CropMirrorNormalize(CropArgs, Operator):
     """
 
     schema = "crop_mirror_normalize"
+    devices = ("cpu", "gpu")
     arg_inputs = CropArgs.CROP_ARG_INPUTS | {"mirror", "mean", "std"}
 
     def setup(
@@ -240,3 +241,54 @@ class CropMirrorNormalize(CropArgs, Operator):
             o[...] = fill.reshape(bshape)
         else:
             o[...] = fill[0]
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: the fused slice/normalize kernel, one launch for the batch (HWC input, CHW or
+        HWC output). Integer outputs round half to even there (CUDA's ``rint``)."""
+        from ..kernels.slice import slice_normalize_batch
+
+        s, layout, wins = gpu_windows(self, inputs[0], args, ("HWC",))
+        out_layout = self.output_layout or layout
+        if out_layout not in ("CHW", "HWC"):
+            raise ArgumentError(
+                f"{self.schema}: device='gpu' writes CHW or HWC, not output_layout={out_layout!r}"
+            )
+        n = len(s)
+        nch = int(s.shapes[0, 2]) if n else 3
+        nch_out = _next_pow2(nch) if self.pad_output else nch
+        means, invs, mirror = [], [], np.zeros(n, np.int64)
+        for i in range(n):
+            sample_args = {k: v[i] for k, v in args.items()}
+            mean, inv = self._sample_norm(sample_args)
+            if mean.size not in (1, nch) or mean.size > 4:
+                raise ArgumentError(
+                    f"{self.schema}: mean/std have {mean.size} values but the input has {nch} "
+                    "channels (the GPU kernel takes at most 4)"
+                )
+            means.append(np.broadcast_to(mean, (nch,)))
+            invs.append(np.broadcast_to(inv, (nch,)))
+            if "mirror" in sample_args:
+                mirror[i] = bool(np.asarray(sample_args["mirror"]).any())
+            else:
+                mirror[i] = self.mirror
+        fv = list(self.fill_values)
+        if len(fv) == nch and nch != nch_out:
+            fv += [0.0] * (nch_out - nch)
+        fill = fill_array(fv, nch_out, self.dtype, self.schema)
+        (y0, x0), (oh, ow) = wins[:, 0, :2].T, wins[:, 1, :2].T
+        return slice_normalize_batch(
+            s,
+            oh,
+            ow,
+            y0,
+            x0,
+            flip_x=mirror,
+            mean=np.array(means).reshape(n, nch),
+            mul=np.array(invs).reshape(n, nch),
+            shift=0.0,
+            fill=fill,
+            out_dtype=self.dtype,
+            out_channels=nch_out,
+            planar=out_layout == "CHW",
+            stream=stream,
+        )

@@ -143,3 +143,29 @@ def test_argument_errors(kwargs, match):
 def test_unsupported_input_type():
     with pytest.raises(ArgumentError, match="input type bool"):
         run_op(BrightnessContrast, np.zeros((2, 2, 3), bool))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [None, types.FLOAT, types.INT16])
+def test_gpu_matches_cpu(image_root, dtype):
+    pytest.importorskip("cupy")
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=5)
+
+    def build(images):
+        b = fn.random.uniform(range=(0.5, 1.5), seed=1)
+        return (
+            fn.brightness_contrast(
+                images, brightness=b, contrast=1.3, brightness_shift=0.05, dtype=dtype
+            ),
+            fn.contrast(images, contrast=b),
+        )
+
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        pipe.set_outputs(*build(images.gpu()), *build(images))
+    g1, g2, c1, c2 = pipe.run()
+    for g, c in ((g1, c1), (g2, c2)):
+        g = g.as_cpu()
+        for i in range(len(c)):
+            assert np.abs(g.at(i).astype(np.float64) - c.at(i)).max() <= 1.0

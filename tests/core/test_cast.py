@@ -137,3 +137,20 @@ def test_cast_in_pipeline_keeps_layout(image_root):
     for i in range(len(images)):
         assert f.at(i).dtype == np.float32 and back.at(i).dtype == np.int16
         np.testing.assert_array_equal(back.at(i), images.at(i).astype(np.int16))
+
+
+@pytest.mark.gpu
+def test_gpu_matches_cpu_away_from_ties(image_root):
+    pytest.importorskip("cupy")
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=5)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.cast(fn.decoders.image(jpegs), dtype=types.FLOAT)
+        scaled = fn.brightness(images, brightness_shift=0.3)  # x + 0.3: never a .5 tie
+        pipe.set_outputs(
+            fn.cast(scaled.gpu(), dtype=types.UINT8), fn.cast(scaled, dtype=types.UINT8)
+        )
+    g, c = pipe.run()
+    g = g.as_cpu()
+    for i in range(len(c)):
+        np.testing.assert_array_equal(g.at(i), c.at(i))

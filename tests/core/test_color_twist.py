@@ -155,3 +155,28 @@ def test_input_errors():
         run_op(ColorTwist, np.zeros((4, 4, 4), np.uint8))
     with pytest.raises(ArgumentError, match="input type int8"):
         run_op(Hsv, np.zeros((4, 4, 3), np.int8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [None, types.FLOAT])
+def test_gpu_matches_cpu(image_root, dtype):
+    pytest.importorskip("cupy")
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=5)
+
+    def build(images):
+        h = fn.random.uniform(range=(-40, 40), seed=1)
+        return (
+            fn.color_twist(images, hue=h, saturation=0.7, contrast=1.2, dtype=dtype),
+            fn.hsv(images, hue=h, value=1.3, dtype=dtype),
+            fn.saturation(images, saturation=1.5, image_type=types.BGR, dtype=dtype),
+        )
+
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        pipe.set_outputs(*build(images.gpu()), *build(images))
+    outs = pipe.run()
+    for g, c in zip(outs[:3], outs[3:], strict=True):
+        g = g.as_cpu()
+        for i in range(len(c)):
+            assert np.abs(g.at(i).astype(np.float64) - c.at(i)).max() <= 1.0 + 1e-3

@@ -210,3 +210,30 @@ def test_argument_inputs_as_one_element_arrays():
     }
     np.testing.assert_array_equal(run_op(x, "HWC", args), x[3:5, 0:3])
     np.testing.assert_array_equal(run_op(x, "HWC", {"crop": np.array([1.0, 2.0])}), x[2:3, 2:4])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy", ["pad", "trim_to_shape"])
+def test_gpu_matches_cpu(image_root, policy):
+    pytest.importorskip("cupy")
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=5)
+
+    def build(images):
+        return fn.crop(
+            images,
+            crop=(70, 50),
+            crop_pos_x=fn.random.uniform(range=(0, 1), seed=1),
+            crop_pos_y=fn.random.uniform(range=(0, 1), seed=2),
+            out_of_bounds_policy=policy,
+            fill_values=[5, 6, 7],
+            dtype=types.FLOAT,
+        )
+
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        pipe.set_outputs(build(images.gpu()), build(images))
+    g, c = pipe.run()
+    g = g.as_cpu()
+    for i in range(len(c)):
+        np.testing.assert_array_equal(g.at(i), c.at(i))

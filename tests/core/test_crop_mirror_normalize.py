@@ -294,3 +294,60 @@ def test_same_batches_for_one_and_three_threads(image_root):
 
     for a, b in zip(run(1), run(3), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _gpu_vs_cpu(image_root, build, batch=6, seed=5):
+    """build(images) -> node; the same graph on CPU images and on their .gpu() copy."""
+    pytest.importorskip("cupy")
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=seed)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=image_root)
+        images = fn.decoders.image(jpegs)
+        pipe.set_outputs(build(images.gpu()), build(images))
+    g, c = pipe.run()
+    return g.as_cpu(), c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [types.FLOAT, types.FLOAT16, types.UINT8, types.INT8])
+@pytest.mark.parametrize("out_layout", ["CHW", "HWC"])
+def test_gpu_matches_cpu(image_root, dtype, out_layout):
+    def build(images):
+        return fn.crop_mirror_normalize(
+            images,
+            crop=(48, 44),
+            crop_pos_x=fn.random.uniform(range=(0, 1), seed=3),
+            mirror=fn.random.coin_flip(seed=4),
+            mean=MEAN,
+            std=STD,
+            scale=0.5,
+            shift=1.0,
+            dtype=dtype,
+            output_layout=out_layout,
+            pad_output=True,
+            fill_values=[1, 2, 3, 4],
+            out_of_bounds_policy="pad",
+        )
+
+    g, c = _gpu_vs_cpu(image_root, build)
+    assert g.layout() == c.layout() == out_layout
+    for i in range(len(c)):
+        a, b = g.at(i).astype(np.float64), c.at(i).astype(np.float64)
+        assert a.shape == b.shape
+        assert np.abs(a - b).max() <= (1.0 if np.issubdtype(c.at(i).dtype, np.integer) else 1e-2), i
+
+
+@pytest.mark.gpu
+def test_gpu_trim_policy_and_per_sample_mean(image_root):
+    def build(images):
+        return fn.crop_mirror_normalize(
+            images,
+            crop=(120, 30),
+            out_of_bounds_policy="trim_to_shape",
+            mean=fn.random.uniform(range=(0, 255), seed=2),
+            std=50.0,
+        )
+
+    g, c = _gpu_vs_cpu(image_root, build)
+    for i in range(len(c)):
+        np.testing.assert_allclose(g.at(i), c.at(i), atol=1e-4)
