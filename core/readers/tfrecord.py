@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -356,43 +357,68 @@ def scan_records(path: str) -> list[tuple[int, int]]:
 
 
 class PositionalReader:
-    """Thread-safe ``pread`` of byte ranges, one descriptor per file, opened on first use."""
+    """Thread-safe ``pread`` of byte ranges.
 
-    def __init__(self, who: str):
+    Keeps up to ``max_open`` descriptors (least recently used closed first, never one that a
+    read is using), so datasets of thousands of shards stay under the open-file limit.
+    """
+
+    def __init__(self, who: str, max_open: int = 64):
         self.who = who
-        self._fds: dict[str, int] = {}
+        self.max_open = max_open
+        self._fds: OrderedDict[str, list[int]] = OrderedDict()  # path -> [fd, readers]
         self._lock = threading.Lock()
 
+    def _acquire(self, path: str) -> int:
+        with self._lock:
+            entry = self._fds.get(path)
+            if entry is None:
+                try:
+                    entry = [os.open(path, os.O_RDONLY), 0]
+                except OSError as e:
+                    raise DataNotFoundError(f"{self.who}: cannot open {path!r}: {e}") from None
+                self._fds[path] = entry
+            else:
+                self._fds.move_to_end(path)
+            entry[1] += 1
+            if len(self._fds) > self.max_open:
+                for old, (fd, users) in self._fds.items():
+                    if users == 0:
+                        os.close(fd)
+                        del self._fds[old]
+                        break
+            return entry[0]
+
+    def _release(self, path: str) -> None:
+        with self._lock:
+            self._fds[path][1] -= 1
+
     def read(self, path: str, offset: int, size: int) -> np.ndarray:
-        fd = self._fds.get(path)
-        if fd is None:
-            with self._lock:
-                fd = self._fds.get(path)
-                if fd is None:
-                    try:
-                        fd = os.open(path, os.O_RDONLY)
-                    except OSError as e:
-                        raise DataNotFoundError(f"{self.who}: cannot open {path!r}: {e}") from None
-                    self._fds[path] = fd
+        """``size`` bytes of ``path`` from ``offset``, as a new uint8 array."""
         buf = np.empty(size, dtype=np.uint8)
         view, got = memoryview(buf), 0
-        while got < size:
-            try:
-                n = os.preadv(fd, [view[got:]], offset + got)
-            except OSError as e:
-                raise DataNotFoundError(
-                    f"{self.who}: cannot read {path!r} at offset {offset}: {e}"
-                ) from None
-            if n == 0:
-                raise DataNotFoundError(
-                    f"{self.who}: {path!r} ends before offset {offset} + {size} (got {got} bytes)"
-                )
-            got += n
+        fd = self._acquire(path)
+        try:
+            while got < size:
+                try:
+                    n = os.preadv(fd, [view[got:]], offset + got)
+                except OSError as e:
+                    raise DataNotFoundError(
+                        f"{self.who}: cannot read {path!r} at offset {offset}: {e}"
+                    ) from None
+                if n == 0:
+                    raise DataNotFoundError(
+                        f"{self.who}: {path!r} ends before offset {offset} + {size} "
+                        f"(got {got} bytes)"
+                    )
+                got += n
+        finally:
+            self._release(path)
         return buf
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._fds.values():
+            for fd, _ in self._fds.values():
                 os.close(fd)
             self._fds.clear()
 

@@ -467,3 +467,20 @@ def test_checkpoint_resumes(tfrecords, stop, kw):
         return pipe
 
     check_checkpoint_resumes(make, stop, 12)
+
+
+def test_positional_reader_bounds_open_files(tmp_path):
+    from dlpipe.readers.tfrecord import PositionalReader
+
+    paths = []
+    for i in range(10):
+        paths.append(str(tmp_path / f"{i}.bin"))
+        open(paths[-1], "wb").write(bytes(range(i, i + 20)))
+    reader = PositionalReader("test", max_open=3)
+    for rep in range(3):
+        for i, p in enumerate(paths):
+            assert reader.read(p, 5, 4).tolist() == [i + 5, i + 6, i + 7, i + 8]
+            assert len(reader._fds) <= 3
+    with pytest.raises(DataNotFoundError, match=r"9\.bin.*ends before offset 18"):
+        reader.read(paths[9], 18, 4)
+    reader.close()
