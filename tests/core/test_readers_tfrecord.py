@@ -477,7 +477,7 @@ def test_positional_reader_bounds_open_files(tmp_path):
         paths.append(str(tmp_path / f"{i}.bin"))
         open(paths[-1], "wb").write(bytes(range(i, i + 20)))
     reader = PositionalReader("test", max_open=3)
-    for rep in range(3):
+    for _ in range(3):
         for i, p in enumerate(paths):
             assert reader.read(p, 5, 4).tolist() == [i + 5, i + 6, i + 7, i + 8]
             assert len(reader._fds) <= 3
