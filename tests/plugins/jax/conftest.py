@@ -9,12 +9,10 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = f"{_flags} {_FLAG}".strip()
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
-def reader_pipe(root, batch_size, shard_id=0, num_shards=1, pad=False, **reader):
-    """A CPU pipeline reading raw file bytes (``make_files``: each file holds its id)."""
+def _reader_pipe(root, batch_size, shard_id=0, num_shards=1, pad=False, **reader):
     from dlpipe import Pipeline, fn
 
     pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=7)
@@ -31,16 +29,18 @@ def reader_pipe(root, batch_size, shard_id=0, num_shards=1, pad=False, **reader)
     return pipe
 
 
-def ids(x) -> list[int]:
-    """Sample ids of a batch of 4-byte samples (numpy or jax), in order."""
-    return np.ascontiguousarray(np.asarray(x)).view(np.int32).reshape(-1).tolist()
+@pytest.fixture
+def reader_pipe():
+    """``reader_pipe(root, batch_size, shard_id=0, num_shards=1, pad=False, **reader)``: a CPU
+    pipeline of raw file bytes and labels (``make_files``: each file holds its id)."""
+    return _reader_pipe
 
 
 @pytest.fixture
 def pipes():
-    """``pipes(root, batch_size, n, pad=False)``: one reader pipeline per shard of n."""
+    """``pipes(root, batch_size, n=4, pad=False, **reader)``: one reader pipeline per shard."""
 
     def make(root, batch_size, n=4, pad=False, **reader):
-        return [reader_pipe(root, batch_size, k, n, pad, **reader) for k in range(n)]
+        return [_reader_pipe(root, batch_size, k, n, pad, **reader) for k in range(n)]
 
     return make

@@ -23,5 +23,6 @@ def test_example_runs_three_steps(tmp_path, capsys):
     losses = module.main([*argv, "--data", str(tmp_path)])
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     out = capsys.readouterr().out
-    assert f"{len(jax.devices())} cpu device(s), global batch 8" in out
+    devices = jax.devices()
+    assert f"{len(devices)} {devices[0].platform} device(s), global batch 8" in out
     assert "step    3" in out

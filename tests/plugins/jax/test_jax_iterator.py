@@ -13,7 +13,6 @@ jax = pytest.importorskip("jax")
 
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from conftest import ids  # noqa: E402  (this folder's conftest)
 from dlpipe import ArgumentError  # noqa: E402
 from dlpipe.iterator import BaseIterator  # noqa: E402
 from dlpipe.plugins.jax import (  # noqa: E402
@@ -24,12 +23,18 @@ from dlpipe.plugins.jax import (  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
+
+def ids(x) -> list[int]:
+    """Sample ids of a batch of 4-byte samples (numpy or jax), in order."""
+    return np.ascontiguousarray(np.asarray(x)).view(np.int32).reshape(-1).tolist()
+
+
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 
 
 @pytest.fixture(scope="module")
 def devices():
-    devs = jax.devices()
+    devs = jax.devices("cpu")  # CPU devices even where JAX defaults to a GPU
     if len(devs) < 4:
         pytest.skip("needs 4 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=4)")
     return devs[:4]
@@ -49,9 +54,7 @@ def shard_mask(arr) -> dict[int, list[bool]]:
     return {s.device.id: np.asarray(s.data).tolist() for s in arr.addressable_shards}
 
 
-def test_single_pipeline_gives_the_plain_array(make_files):
-    from conftest import reader_pipe
-
+def test_single_pipeline_gives_the_plain_array(reader_pipe, make_files):
     root, _ = make_files(7, classes=2)
     it = GenericIterator(reader_pipe(root, 3), ["data", "label"], reader_name="Reader")
     assert DALIGenericIterator is GenericIterator
@@ -157,10 +160,8 @@ def test_nonpadding_as_a_dict_entry(make_files, pipes, sharding):
     )
 
 
-def test_size_without_reader_name(make_files, devices):
+def test_size_without_reader_name(reader_pipe, make_files, devices):
     root, _ = make_files(10)
-    from conftest import reader_pipe
-
     with pytest.warns(UserWarning, match="reader_name"):
         it = GenericIterator(
             [reader_pipe(root, 2), reader_pipe(root, 2)],
@@ -179,9 +180,7 @@ def test_size_without_reader_name(make_files, devices):
     assert steps[-1]["data"].devices() == set(devices[:2])
 
 
-def test_pipelines_on_one_device_are_stacked(make_files):
-    from conftest import reader_pipe
-
+def test_pipelines_on_one_device_are_stacked(reader_pipe, make_files):
     root, _ = make_files(8)
     dev = jax.devices()[0]
     it = GenericIterator(

@@ -12,7 +12,6 @@ jax = pytest.importorskip("jax")
 
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from conftest import ids, reader_pipe  # noqa: E402  (this folder's conftest)
 from dlpipe import fn  # noqa: E402
 from dlpipe.plugins.jax import (  # noqa: E402
     DALIGenericPeekableIterator,
@@ -24,7 +23,12 @@ from dlpipe.plugins.jax.clu import ArraySpec  # noqa: E402
 pytestmark = pytest.mark.jax
 
 
-def test_peek_returns_the_next_batch(make_files):
+def ids(x) -> list[int]:
+    """Sample ids of a batch of 4-byte samples (numpy or jax), in order."""
+    return np.ascontiguousarray(np.asarray(x)).view(np.int32).reshape(-1).tolist()
+
+
+def test_peek_returns_the_next_batch(reader_pipe, make_files):
     root, _ = make_files(6)
     it = PeekableIterator(reader_pipe(root, 2), ["data", "label"], reader_name="Reader")
     assert DALIGenericPeekableIterator is PeekableIterator
@@ -44,7 +48,7 @@ def test_peek_returns_the_next_batch(make_files):
     assert [ids(b["data"]) for b in it] == [[0, 1], [2, 3], [4, 5]]
 
 
-def test_element_spec(make_files):
+def test_element_spec(reader_pipe, make_files):
     root, _ = make_files(8)
     it = PeekableIterator(
         reader_pipe(root, 4),
@@ -86,7 +90,7 @@ def test_sharded_partial_keeps_the_spec(make_files):
     assert np.asarray(it.is_nonpadding).tolist() == [False, False, True, False] * 2
 
 
-def test_shape_change_raises(tmp_path):
+def test_shape_change_raises(reader_pipe, tmp_path):
     os.makedirs(tmp_path / "c0")
     for i in range(4):  # batch 0: 4-byte files, batch 1: 8-byte files
         (tmp_path / "c0" / f"f{i}.jpg").write_bytes(b"\0" * (4 if i < 2 else 8))
@@ -96,7 +100,7 @@ def test_shape_change_raises(tmp_path):
         next(it)
 
 
-def test_next_is_thread_safe(make_files):
+def test_next_is_thread_safe(reader_pipe, make_files):
     root, _ = make_files(40)
     it = PeekableIterator(reader_pipe(root, 2), ["data", "label"], reader_name="Reader")
     got: list[int] = []
