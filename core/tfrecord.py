@@ -64,7 +64,7 @@ class Feature:
 
 
 def _check_dtype(dtype: Any, who: str) -> int:
-    if isinstance(dtype, bool) or dtype not in _NAMES:
+    if isinstance(dtype, bool) or not isinstance(dtype, int | np.integer) or dtype not in _NAMES:
         raise ArgumentError(
             f"{who}: dtype={dtype!r} must be tfrec.int64, tfrec.float32 or tfrec.string"
         )

@@ -175,7 +175,7 @@ def _parse_ext(ext, case_sensitive: bool, who: str) -> list[set[str]]:
 MISSING_BEHAVIORS = ("empty", "skip", "error")
 
 
-@register(legacy=("WebdatasetReader",))
+@register
 class WebdatasetReader(Operator):
     """Reads WebDataset samples from tar shards: one output per ``ext`` entry.
 
