@@ -61,6 +61,7 @@ class RandomResizedCrop(Operator):
     """
 
     schema = "random_resized_crop"
+    devices = ("cpu", "gpu")
     is_random = True
 
     def setup(
@@ -109,3 +110,15 @@ class RandomResizedCrop(Operator):
         p = ResizeParams(self.size, (float(y), float(x)), (float(y + h), float(x + w)))
         a = self.attrs
         return resample(img, p, a.min_filter, a.mag_filter, a.antialias, a.out_dtype(img.dtype))
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: the window is the resize kernel's source ROI (crop and resize fused)."""
+        from ..kernels._batch import as_samples
+        from ..kernels.resize import crop_resize_batch
+
+        s = as_samples(inputs[0])
+        wins = [
+            self.window.window(h, w, u)
+            for (h, w), u in zip(s.shapes[:, :2].tolist(), params, strict=True)
+        ]
+        return crop_resize_batch(s, wins, self.size, self.attrs, stream)
