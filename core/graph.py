@@ -91,6 +91,7 @@ class Operator:
     batch_level: bool = False
     provides_batch: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
+    ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)
 
     def __init__(
         self, device: str = "cpu", seed: int | None = None, name: str | None = None, **kwargs: Any
@@ -281,6 +282,7 @@ def make_fn(schema: str) -> Callable[..., Any]:
         outs = _call_operator(schema, inputs, kwargs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    fn.__module__ = "dlpipe.fn"
     fn.__name__ = schema.rsplit(".", 1)[-1]
     fn.__qualname__ = fn.__name__
     fn.__doc__ = cls.__doc__
@@ -320,7 +322,8 @@ def make_ops_class(schema: str) -> type:
             outs = _call_operator(schema, inputs, {**self._kwargs, **arg_inputs})
             return outs[0] if len(outs) == 1 else tuple(outs)
 
-    LegacyOp.__name__ = LegacyOp.__qualname__ = schema_to_class_name(schema)
+    LegacyOp.__name__ = LegacyOp.__qualname__ = cls.ops_name or schema_to_class_name(schema)
+    LegacyOp.__module__ = "dlpipe.ops"
     return LegacyOp
 
 

@@ -3,8 +3,6 @@
 Generated from the operator registry, so every registered operator appears here.
 """
 
-from __future__ import annotations
-
 import sys
 
 from .. import operators as _operators  # noqa: F401  (registers every operator)

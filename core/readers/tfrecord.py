@@ -478,6 +478,7 @@ class TFRecordReader(Operator):
     """
 
     schema = "readers.tfrecord"
+    ops_name = "TFRecord"
     num_inputs = (0, 0)
     num_outputs = 1
     is_random = True
