@@ -15,17 +15,18 @@ Three pieces, each usable on its own (the GPU kernel implements the same math):
   when shrinking, exactly like DALI's antialiasing) for the rest of uint8/float32, with an
   edge-replicated border so taps outside the image clamp as in DALI; a numpy gather for
   nearest neighbour; and a separable numpy implementation for everything else (Gaussian,
-  cubic when shrinking, other dtypes).
+  other dtypes).
 
 Filters (DALI's defaults): ``interp_type`` = INTERP_LINEAR, i.e. ``min_filter`` = triangular
-widened by ``in/out`` when ``antialias`` (default True) and ``mag_filter`` = bilinear. Cubic is
-never widened (DALI's ``Cubic()`` ignores the radius); Lanczos3 and Gaussian are. Nearest
+widened by ``in/out`` when ``antialias`` (default True) and ``mag_filter`` = bilinear. Cubic,
+Lanczos3 and Gaussian are widened the same way (checked against DALI 2.4's CPU output). Nearest
 neighbour samples ``floor(lo + (x + 0.5) * scale)`` and never antialiases.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -336,26 +337,43 @@ class AxisFilter:
 
     @property
     def support(self) -> int:
-        if self.type == FilterType.NEAREST:
-            return 1
-        return max(1, math.ceil(2 * self.radius - 1e-6))
+        """Taps evaluated per output pixel."""
+        return 1 if self.type == FilterType.NEAREST else _window_geometry(self)[2]
 
     def weight(self, t: np.ndarray) -> np.ndarray:
-        """Window value at ``t`` = distance / radius (``|t| >= 1`` gives 0)."""
-        t = np.abs(t)
-        inside = t < 1
-        if self.type in (FilterType.LINEAR, FilterType.TRIANGULAR):
-            w = 1 - t
-        elif self.type == FilterType.GAUSSIAN:
-            w = np.exp(-((2 * t) ** 2))
-        elif self.type == FilterType.CUBIC:
-            x = 2 * t
-            w = np.where(x > 1, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, (1.5 * x - 2.5) * x * x + 1)
-        elif self.type == FilterType.LANCZOS3:
-            w = np.sinc(3 * t) * np.sinc(t)
-        else:
-            w = np.ones_like(t)
-        return np.where(inside, w, 0.0)
+        """Window value at signed ``t`` = distance / radius (0 outside the window).
+
+        Evaluated as DALI does: linear interpolation in a coefficient table spanning
+        t in [-1, 1] (``resampling_filters.cu``), so the left edge is included (it matters
+        for the Gaussian, whose edge value is exp(-4)).
+        """
+        table = _filter_table(self.type)
+        n = len(table)
+        x = (np.asarray(t, dtype=np.float64) + 1) * ((n - 1) / 2)
+        x0 = np.floor(x).astype(np.int64)
+        frac = x - x0
+        padded = np.concatenate(([0.0], table, [0.0]))  # index -1 and n read 0
+        f0 = padded[np.clip(x0, -1, n) + 1]
+        f1 = padded[np.clip(x0 + 1, -1, n) + 1]
+        return np.where((x > -1) & (x < n), f0 + frac * (f1 - f0), 0.0)
+
+
+@functools.cache
+def _filter_table(ftype: FilterType) -> np.ndarray:
+    """DALI's coefficient tables: triangle 3, Gaussian 65, cubic 129, Lanczos3 193 entries."""
+    if ftype in (FilterType.LINEAR, FilterType.TRIANGULAR):
+        return np.array([0.0, 1.0, 0.0])
+    if ftype == FilterType.GAUSSIAN:
+        x = np.linspace(-2, 2, 65, dtype=np.float32)
+        return np.exp(-x * x).astype(np.float32).astype(np.float64)
+    if ftype == FilterType.CUBIC:
+        x = np.abs(np.linspace(-2, 2, 129, dtype=np.float32)).astype(np.float64)
+        w = np.where(x > 1, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, (1.5 * x - 2.5) * x * x + 1)
+        return np.where(x >= 2, 0.0, w)
+    if ftype == FilterType.LANCZOS3:
+        x = np.linspace(-3, 3, 2 * 3 * 32 + 1, dtype=np.float32).astype(np.float64)
+        return np.where(np.abs(x) >= 3, 0.0, np.sinc(x) * np.sinc(x / 3))
+    return np.array([1.0])
 
 
 def select_axis_filter(
@@ -369,7 +387,7 @@ def select_axis_filter(
     shrink = out_size < in_extent
     ftype = min_filter if shrink else mag_filter
     aa = antialias and shrink
-    ratio = in_extent / out_size if out_size else 1.0
+    ratio = float(_f32(in_extent) / _f32(out_size)) if out_size else 1.0  # float, as DALI
     if ftype == FilterType.NEAREST:
         return AxisFilter(ftype, 0.5)
     if ftype == FilterType.LINEAR:
@@ -377,30 +395,56 @@ def select_axis_filter(
     if ftype in (FilterType.TRIANGULAR, FilterType.GAUSSIAN):
         return AxisFilter(ftype, max(0.5, ratio if aa else 1.0))
     if ftype == FilterType.CUBIC:
-        return AxisFilter(ftype, 2.0)
-    return AxisFilter(ftype, max(3.0, 3 * ratio if aa else 3.0))
+        return AxisFilter(ftype, max(2.0, float(_f32(2 * ratio)) if aa else 2.0))
+    return AxisFilter(ftype, max(3.0, float(_f32(3 * ratio)) if aa else 3.0))
+
+
+def _window_geometry(flt: AxisFilter) -> tuple[np.float32, np.float32, int]:
+    """DALI's float32 window: (anchor, table steps per input pixel, taps).
+
+    ``ResamplingFilter::rescale(width)`` on the coefficient table: the window is ``width``
+    input pixels wide (2 * radius, computed in float32 the way each filter does it), its
+    anchor is half of that; the rounding decides ties exactly as DALI does (e.g. which
+    neighbour gets the Gaussian's edge weight when output and input pixels align).
+    """
+    n1 = _f32(len(_filter_table(flt.type)) - 1)
+    r = _f32(flt.radius)
+    if flt.type == FilterType.GAUSSIAN:
+        sigma = _f32(float(r * _f32(0.5)) / math.sqrt(2))
+        width = max(_f32(1), _f32(4 * math.sqrt(2)) * sigma)
+    else:
+        width = max(_f32(1), _f32(2) * r)
+    tab_scale = n1 / width
+    anchor = _f32(1) * (n1 * _f32(0.5)) / tab_scale
+    taps = int(math.ceil(n1 / tab_scale))
+    return anchor, tab_scale, taps
 
 
 def axis_coeffs(
     flt: AxisFilter, out_size: int, lo: float, hi: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Taps of one axis: ``first`` (int32, out_size) input index of tap 0 and ``coeffs``
-    (float32, out_size x support), normalised; indices are not clamped (the caller clamps).
+    (float32, out_size x taps), normalised; indices are not clamped (the caller clamps).
 
-    For nearest neighbour, ``first`` is the sampled index and ``coeffs`` all ones.
+    A port of DALI's ``InitializeResamplingFilter`` (float32 arithmetic throughout). For
+    nearest neighbour, ``first`` is ``floor(lo + (x + 0.5) * scale)`` and ``coeffs`` ones.
     """
-    scale = _f32((hi - lo) / out_size)
+    scale = _f32(_f32(hi) - _f32(lo)) / _f32(out_size)
     x = np.arange(out_size, dtype=np.float32)
-    centre = _f32(lo) + (x + _f32(0.5)) * scale
     if flt.type == FilterType.NEAREST:
+        centre = _f32(lo) + (x + _f32(0.5)) * scale
         return np.floor(centre).astype(np.int32), np.ones((out_size, 1), np.float32)
-    s = flt.support
-    first = np.ceil(centre - _f32(0.5) - _f32(flt.radius)).astype(np.int32)
-    d = first[:, None] + np.arange(s)[None, :] + 0.5 - centre[:, None].astype(np.float64)
-    w = flt.weight(d / flt.radius)
+    anchor, tab_scale, taps = _window_geometry(flt)
+    src0 = _f32(lo) + _f32(0.5) * scale - _f32(0.5) - anchor
+    sx0f = x * scale + src0
+    first = np.ceil(sx0f)
+    f0 = first - sx0f
+    idx = (f0[:, None] + np.arange(taps, dtype=np.float32)[None, :]) * tab_scale
+    n = len(_filter_table(flt.type))
+    w = flt.weight(idx.astype(np.float64) * (2 / (n - 1)) - 1)  # table index -> t
     tot = w.sum(axis=1, keepdims=True)
     w = np.divide(w, tot, out=np.zeros_like(w), where=tot != 0)
-    return first, w.astype(np.float32)
+    return first.astype(np.int32), w.astype(np.float32)
 
 
 # --- resampling -----------------------------------------------------------------------------
