@@ -29,11 +29,17 @@ def main(argv: list[str] | None = None) -> float:
 
     import tensorflow as tf
 
-    # Logical devices must be set before TensorFlow initializes its runtime.
+    # Logical devices can only be set before TensorFlow initializes its runtime.
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas
-    )
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas
+        )
+    except RuntimeError:
+        pass  # already initialized (e.g. called from a test): use the devices there are
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")][: args.replicas]
+    if len(devices) < args.replicas:
+        raise SystemExit(f"--replicas={args.replicas}, but TensorFlow has {len(devices)} CPUs")
 
     from dlpipe import fn, pipeline_def, types
     from dlpipe.plugins.tf import DLPipeDataset
@@ -68,9 +74,7 @@ def main(argv: list[str] | None = None) -> float:
         )
         return images, labels
 
-    strategy = tf.distribute.MirroredStrategy(
-        [d.name for d in tf.config.list_logical_devices("CPU")[: args.replicas]]
-    )
+    strategy = tf.distribute.MirroredStrategy(devices)
     print(f"replicas in sync: {strategy.num_replicas_in_sync}")
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:

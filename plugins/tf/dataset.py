@@ -72,7 +72,7 @@ def _alias(new_name: str, new: Any, old_name: str, old: Any) -> Any:
             f"{old_name}={old!r} and {new_name}={new!r} given together: {old_name} is the "
             f"deprecated spelling of {new_name}; give only {new_name}"
         )
-    warnings.warn(f"{old_name} is deprecated: use {new_name}", DeprecationWarning, stacklevel=4)
+    warnings.warn(f"{old_name} is deprecated: use {new_name}", DeprecationWarning, stacklevel=3)
     return old
 
 
@@ -305,25 +305,28 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
             names = [f"output_{i}" for i in range(len(outputs))]
         else:
             names = [output_map] if isinstance(output_map, str) else list(output_map)
-        single = (
-            output_map is None
-            and output_dtypes is not None
-            and not isinstance(output_dtypes, Sequence | Mapping)
-        )
-        if single and len(outputs) != 1:
+        one_dtype = output_dtypes is not None and not isinstance(output_dtypes, Sequence | Mapping)
+        if one_dtype and len(outputs) != 1:
             raise ArgumentError(
                 f"output_dtypes={output_dtypes!r} is a single dtype, but the pipeline has "
                 f"{len(outputs)} outputs: give a tuple of {len(outputs)} dtypes"
             )
+        # One output: a flat shape like (8, 28, 28) is its shape, not one shape per output.
+        one_shape = one_dtype or (
+            len(outputs) == 1
+            and isinstance(output_shapes, Sequence)
+            and all(d is None or isinstance(d, int | np.integer) for d in output_shapes)
+        )
+        single = output_map is None and one_dtype  # elements are one tensor, not a tuple
         dtype_list = (
             None
             if output_dtypes is None
-            else _per_output(output_dtypes, names, "output_dtypes", single, _to_dtype)
+            else _per_output(output_dtypes, names, "output_dtypes", one_dtype, _to_dtype)
         )
         shape_list = (
             None
             if output_shapes is None
-            else _per_output(output_shapes, names, "output_shapes", single, _to_shape)
+            else _per_output(output_shapes, names, "output_shapes", one_shape, _to_shape)
         )
 
         tf_has_gpu = gpu_outputs and bool(tf.config.list_logical_devices("GPU"))
@@ -427,15 +430,22 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
         with self._dlp_lock:
             first, self._dlp_probe = self._dlp_probe, None
             if self._dlp_epoch_done:
-                self._dlp_epoch_done = False
-                iter(it)  # starts the next epoch
-            elif first is None and self._dlp_started and self._dlp_reader_name is not None:
-                logger.warning(
-                    "a new iteration of DLPipeDataset continues the epoch that an earlier "
-                    "iteration left unfinished (reader %r)",
-                    self._dlp_reader_name,
-                )
+                iter(it)  # the last iteration saw its epoch end: start the next one
+            elif first is None and self._dlp_started:
+                # An earlier iteration stopped before it saw the end of its epoch.
+                try:
+                    first = next(it)
+                except StopIteration:  # it had taken every batch: start the next epoch
+                    iter(it)
+                else:
+                    if self._dlp_reader_name is not None:
+                        logger.warning(
+                            "a new iteration of DLPipeDataset continues the epoch that an "
+                            "earlier iteration left unfinished (reader %r)",
+                            self._dlp_reader_name,
+                        )
             self._dlp_started = True
+            self._dlp_epoch_done = False
         if first is not None:
             yield self._dlp_pack(first)
         while True:
