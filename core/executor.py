@@ -24,10 +24,12 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, OpNode
+from .profiler import Profiler
 from .tensors import TensorListCPU
 
 
@@ -128,6 +130,7 @@ class Executor:
         self.gpu_stage = gpu_stage
         self.snapshot = snapshot
         self.skipped: list[dict] = []  # samples dropped by on_error="skip" operators
+        self.profiler = Profiler()
         self.last_state: list | None = None
         self._segments = self._split_segments()
         self._pool = (
@@ -180,7 +183,10 @@ class Executor:
             except BaseException as e:
                 self._failed = e
                 raise
+        ready = self._done.qsize()
+        start = perf_counter()
         item = self._done.get()
+        self.profiler.add_get(start, perf_counter(), ready)
         if item is _END:
             raise StopIteration
         if isinstance(item, _Failure):
@@ -282,6 +288,12 @@ class Executor:
         return segments
 
     def _run_cpu(self) -> Workspace:
+        start = perf_counter()
+        ws = self._run_cpu_stage()
+        self.profiler.add_stage("cpu", start, perf_counter())
+        return ws
+
+    def _run_cpu_stage(self) -> Workspace:
         n = None
         params_of: dict[OpNode, list | None] = {}
         for node in self.cpu_ops:  # sources first: their batches set the batch size
@@ -333,19 +345,33 @@ class Executor:
         skipped: dict[int, tuple[OpNode, str]] = {}
         indices = iter(range(ws.batch_size))
 
+        prof = self.profiler
+
         def drain() -> None:
-            for i in indices:  # next() on a range iterator is atomic under the GIL
-                if errors:
-                    return
-                for node in nodes:
-                    try:
-                        self._run_one(node, i, ws)
-                    except SampleSkipped as e:
-                        skipped[i] = (node, str(e))
-                        break
-                    except BaseException as e:
-                        errors.append(_sample_error(e, node, i, ws))
+            times = dict.fromkeys((n.name for n in nodes), 0.0)
+            counts = dict.fromkeys(times, 0)
+            try:
+                for i in indices:  # next() on a range iterator is atomic under the GIL
+                    if errors:
                         return
+                    for node in nodes:
+                        start = perf_counter()
+                        try:
+                            self._run_one(node, i, ws)
+                        except SampleSkipped as e:
+                            skipped[i] = (node, str(e))
+                            break
+                        except BaseException as e:
+                            errors.append(_sample_error(e, node, i, ws))
+                            return
+                        end = perf_counter()
+                        times[node.name] += end - start
+                        counts[node.name] += 1
+                        prof.span(node.name, "operator", start, end)
+            finally:
+                prof.add_ops(times, counts, info)
+
+        info = {n.name: (n.op.schema, n.device) for n in nodes}
 
         if self._pool is None:
             drain()
@@ -400,7 +426,10 @@ class Executor:
     def _finish(self, ws: Workspace) -> tuple[tuple, list | None]:
         """(outputs, operator states after this iteration)."""
         if self.gpu_stage is not None:
-            return self.gpu_stage(ws), ws.state
+            start = perf_counter()
+            outputs = self.gpu_stage(ws)
+            self.profiler.add_stage("gpu", start, perf_counter())
+            return outputs, ws.state
         outputs = tuple(
             TensorListCPU(ws.values[x], self.layouts.get(x, ""), ws.source_info)
             for x in self.outputs

@@ -430,6 +430,27 @@ class Pipeline:
                 if (check == "dtype" and got != to_dali_dtype(w)) or (check == "ndim" and got != w):
                     raise PipelineError(f"output {i}: expected {check} {w}, got {got}")
 
+    def stats(self, reset: bool = False) -> dict:
+        """Where the time goes: per-operator time (summed over worker threads), per-stage time,
+        how long the consumer waited per batch, how many batches were ready on average, and a
+        one-line ``verdict`` on whether the loader or the consumer is the bottleneck.
+
+        Example:
+            >>> s = pipe.stats()
+            >>> print(s["verdict"]); print(s["operators"])
+        """
+        self.build()
+        out = self._executor.profiler.stats()
+        if reset:
+            self._executor.profiler.reset()
+        return out
+
+    def trace(self, path: str) -> None:
+        """Write a Chrome/Perfetto trace (JSON) of the recent stages, operators and consumer
+        waits; open it at https://ui.perfetto.dev."""
+        self.build()
+        self._executor.profiler.write_trace(path)
+
     def skipped(self) -> list[dict]:
         """Samples dropped by operators with ``on_error="skip"``, oldest first: dicts with
         ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``."""
