@@ -269,10 +269,6 @@ def main() -> None:
             json.dump({"machine": machine, "batch": b, "threads": th, "rows": rows}, f, indent=1)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def profile(root: str, files: list[str], batch: int, iters: int) -> None:
     """Where a batch's time goes: CPU stage, GPU stage, the decode call, per thread count."""
     import threading
@@ -369,3 +365,7 @@ def profile(root: str, files: list[str], batch: int, iters: int) -> None:
             f"CodeStream() {tp / 12 * 1e3:.1f} ms/batch, spinner count {count[0]:,}",
             flush=True,
         )
+
+
+if __name__ == "__main__":
+    main()
