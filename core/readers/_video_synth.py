@@ -34,7 +34,7 @@ def write_video(
     gop: int = 10,
     codec: str = "libx264",
     color: tuple[int, int, int] = (200, 50, 100),
-    crf: int | None = 0,
+    crf: int | None = 10,
     bframes: int = 2,
     pattern: str = "index",
     seed: int = 0,
@@ -57,6 +57,8 @@ def write_video(
         options = {"bf": str(bframes), "keyint_min": str(gop), "sc_threshold": "0"}
         if crf is not None and codec in ("libx264", "libx265"):
             options["crf"] = str(crf)
+        if codec == "libx265":
+            options["x265-params"] = "log-level=none"
         stream.options = options
         if pattern == "natural":
             base = rng.integers(0, 256, (height // 8 + 2, width // 8 + 2, 3)).astype(np.float32)
