@@ -2,15 +2,15 @@
 
 Example:
     >>> import tensorflow as tf
-    >>> from dlpipe import fn, pipeline_def
+    >>> from dlpipe import fn, pipeline_def, types
     >>> from dlpipe.plugins.tf import DLPipeDataset
     >>> @pipeline_def(batch_size=8, num_threads=2, device_id=None)
     ... def pipe(root):
     ...     jpegs, labels = fn.readers.file(file_root=root, name="Reader")
     ...     images = fn.resize(fn.decoders.image(jpegs), size=(64, 64))
-    ...     return fn.crop_mirror_normalize(images, dtype=types.FLOAT), labels
-    >>> ds = DLPipeDataset(pipe(root), reader_name="Reader")   # one epoch per iteration
-    >>> model.fit(ds.prefetch(2), epochs=3)                       # doctest: +SKIP
+    ...     return fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC"), labels
+    >>> ds = DLPipeDataset(pipe("/data/train"), reader_name="Reader")  # one epoch per iteration
+    >>> model.fit(ds.prefetch(2), epochs=3)                            # doctest: +SKIP
 
 ``DALIDataset`` is the same class with DALI's positional argument order.
 """

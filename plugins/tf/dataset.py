@@ -136,23 +136,26 @@ def _fit_rank(x: Any, rank: int | None) -> Any:
 
 
 def _check_device(pipeline: Pipeline, gpu_outputs: bool) -> None:
-    """Refuse a ``tf.device`` scope that disagrees with where the pipeline's batches live."""
+    """Refuse a ``tf.device`` scope that disagrees with the pipeline's device.
+
+    A GPU scope must name the pipeline's GPU, and a pipeline with CPU outputs only must not
+    sit under a GPU scope (DALI's rules). A GPU pipeline under a CPU scope is allowed, unlike
+    in DALI: the generator's tensors reach TF on the host anyway (see ``DLPipeDataset``).
+    """
     scope = context.context().device_name
     if not scope:
         return  # no tf.device scope: nothing to disagree with
     spec = tf.DeviceSpec.from_string(scope)
+    if spec.device_type != "GPU":
+        return
     where = f"tf.device({scope!r})"
     if not gpu_outputs:
-        if spec.device_type == "GPU":
-            raise ArgumentError(
-                f"TF device and dlpipe device mismatch: {where}, but the pipeline "
-                f"(device_id={pipeline.device_id}) has CPU outputs only; create the dataset "
-                "under a CPU device, or pass fail_on_device_mismatch=False"
-            )
-        return
-    if spec.device_type != "GPU" or (
-        spec.device_index is not None and spec.device_index != pipeline.device_id
-    ):
+        raise ArgumentError(
+            f"TF device and dlpipe device mismatch: {where}, but the pipeline "
+            f"(device_id={pipeline.device_id}) has CPU outputs only; create the dataset "
+            "under a CPU device, or pass fail_on_device_mismatch=False"
+        )
+    if spec.device_index is not None and spec.device_index != pipeline.device_id:
         raise ArgumentError(
             f"TF device and dlpipe device mismatch: {where}, but the pipeline's GPU outputs "
             f"live on device_id={pipeline.device_id}; create the dataset under "
@@ -162,6 +165,14 @@ def _check_device(pipeline: Pipeline, gpu_outputs: bool) -> None:
 
 class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """A ``tf.data.Dataset`` whose elements are the batches of one dlpipe pipeline.
+
+    Example:
+        >>> ds = DLPipeDataset(pipe, ["images", "labels"], reader_name="Reader")
+        >>> ds.element_spec        # inferred from the first batch (which is not lost)
+        {'images': TensorSpec(shape=(32, 224, 224, 3), dtype=tf.float32, name=None), ...}
+        >>> for epoch in range(3):
+        ...     for batch in ds.prefetch(1):    # one epoch of this pipeline's shard
+        ...         train_step(batch["images"], batch["labels"])
 
     Elements are a tuple with one tensor per pipeline output; a dict ``{name: tensor}`` when
     ``output_map`` is given; a single tensor when ``output_dtypes`` is a single dtype (not a
@@ -179,8 +190,8 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
             e.g. variable-size images with ``batch_size=1``. A batch with extra size-1 axes is
             squeezed to fit (labels (B, 1) fit (B,)). None (default): inferred.
         fail_on_device_mismatch: refuse a ``tf.device`` scope that disagrees with the
-            pipeline: a GPU scope for a pipeline with CPU outputs only, or a GPU pipeline under
-            a CPU scope or another GPU. Default True.
+            pipeline (``ArgumentError``): a GPU scope for a pipeline with CPU outputs only, or
+            one naming a GPU other than the pipeline's ``device_id``. Default True.
         reader_name: the ``name=`` of the pipeline's reader. With it the dataset ends after one
             epoch of the pipeline's shard and iterating it again gives the next epoch (shards
             rotate unless ``stick_to_shard``). Without it the dataset is endless, as in DALI:
@@ -213,13 +224,15 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
     stopped early (``.take(n)``, ``break``) leaves the epoch unfinished: the next iteration
     continues it where it stopped (with a logged warning), and batches a downstream
     ``.prefetch`` had read but nobody consumed are gone. Two iterations at the same time take
-    turns on one stream. Keras ``model.fit`` under a distribution strategy does this: before
-    training it takes one element from an iterator of its own and drops it (Keras 3
-    ``_maybe_symbolic_build``), so the first epoch comes up short by a batch or two per
-    replica. Hence no asserted cardinality (it would fail that epoch), and the advice for
+    turns on one stream. Keras ``model.fit`` under a distribution strategy stops an iteration
+    early: before training it takes one element from an iterator of its own and drops it
+    (Keras 3 ``_maybe_symbolic_build``), so the first epoch comes up short by a batch or two
+    per replica. Hence no asserted cardinality (it would fail that epoch), and the advice for
     ``tf.distribute`` with Keras: ``.repeat()`` and ``steps_per_epoch``, as with DALI. Without a
-    strategy, ``model.fit(ds, epochs=n)`` sees whole epochs (use FILL or DROP: Keras takes the
-    first epoch's length for all).
+    strategy, ``model.fit(ds, epochs=n)`` sees whole epochs (Keras 3 warns "Your input ran out
+    of data" after the first one, whose length it learns then; use FILL or DROP so that every
+    epoch has that length). DALI scripts that give ``steps_per_epoch`` to an endless
+    ``DALIDataset``: leave ``reader_name`` out, or add ``.repeat()``.
 
     GPU pipelines: batches are handed to TF through DLPack (``tf.experimental.dlpack``) when TF
     sees a GPU, else copied to the host. A Python generator in ``tf.data`` always returns host
