@@ -312,7 +312,15 @@ class BaseIterator:
         self._ended = False
         self._scheduled = False
         self._first_batch: Any = None
-        if prepare_first_batch:
+        self._checkpointing = self._check_checkpointing()
+        self._restore_state()
+        # Checkpoints of the pipelines before the prepared first batch is taken from them: until
+        # that batch is delivered, checkpoints() must not count it.
+        self._pre_first: list[bytes] | None = None
+        limit = self._epoch_batches()
+        if prepare_first_batch and not self._ended and (limit is None or self._fetched < limit):
+            if self._checkpointing:
+                self._pre_first = self._pipeline_checkpoints()
             try:
                 self._first_batch = self._next_batch()
             except StopIteration:
@@ -320,6 +328,68 @@ class BaseIterator:
                     "there is no data in the pipeline for the first batch (an external source "
                     "stopped at once?)"
                 ) from None
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def _check_checkpointing(self) -> bool:
+        flags = {p._enable_checkpointing for p in self._pipes}
+        if len(flags) > 1:
+            raise ArgumentError(
+                "the pipelines disagree on enable_checkpointing: all or none must have it"
+            )
+        return flags.pop()
+
+    def _state(self) -> dict:
+        return {
+            "epoch": self._epoch,
+            "fetched": self._fetched,
+            "delivered": self._delivered,
+            "ended": self._ended,
+            "shards_id": None if self._shards_id is None else self._shards_id.tolist(),
+        }
+
+    def _pipeline_checkpoints(self) -> list[bytes]:
+        state = self._state()
+        return [p.checkpoint(iterator_data=state) for p in self._pipes]
+
+    def checkpoints(self) -> list[bytes]:
+        """One checkpoint per pipeline, each holding this iterator's position too.
+
+        To resume, build pipeline i with ``checkpoint=cps[i]`` (and ``enable_checkpointing=True``)
+        and make the iterator over them with the same arguments: it continues with exactly the
+        batches this one would have returned next, epoch boundaries included.
+        """
+        if not self._checkpointing:
+            raise PipelineError("checkpoints() needs pipelines with enable_checkpointing=True")
+        if self._first_batch is not None and self._pre_first is not None:
+            return list(self._pre_first)
+        return self._pipeline_checkpoints()
+
+    def _restore_state(self) -> None:
+        restored = [p.is_restored_from_checkpoint for p in self._pipes]
+        if not any(restored):
+            return
+        if not all(restored):
+            warnings.warn(
+                "only some pipelines were restored from a checkpoint; the iterator "
+                "starts from its beginning",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
+            )
+            return
+        datas = [p.iterator_data for p in self._pipes]
+        if any(d is None for d in datas) or any(d != datas[0] for d in datas):
+            warnings.warn(
+                "the pipelines' checkpoints hold no or different iterator states; the "
+                "iterator starts from its beginning",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
+            )
+            return
+        state = datas[0]
+        self._epoch, self._fetched = state["epoch"], state["fetched"]
+        self._delivered, self._ended = state["delivered"], state["ended"]
+        if state["shards_id"] is not None:
+            self._shards_id = np.array(state["shards_id"], dtype=np.int64)
 
     # --- metadata -------------------------------------------------------------------------
     def _init_from_reader(self, name: str) -> None:

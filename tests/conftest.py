@@ -83,3 +83,35 @@ def check_checkpoint_resumes(make_pipe, stop: int, total: int) -> None:
     assert got == want[stop:]
     restored.close()
     reference.close()
+
+
+def iterate_with_epochs(it, steps: int) -> list:
+    """``steps`` calls of next(it); an epoch end is recorded as "END" and the iterator reset."""
+    out = []
+    while len(out) < steps:
+        try:
+            batch = next(it)
+        except StopIteration:
+            out.append("END")
+            it.reset()
+            continue
+        dicts = batch if isinstance(batch, list) else [batch]
+        out.append([{k: np.asarray(v).tolist() for k, v in d.items()} for d in dicts])
+    return out
+
+
+def check_iterator_checkpoint_resumes(make_pipes, make_iter, stop: int, total: int) -> None:
+    """The reusable check for iterators (every plugin): take ``stop`` steps (epoch ends
+    included), checkpoint, restore into fresh pipelines and a fresh iterator, and compare the
+    next ``total - stop`` steps with an uninterrupted run.
+
+    ``make_pipes(checkpoints=None)`` returns the list of pipelines (built with
+    ``enable_checkpointing=True``, pipeline i restored from ``checkpoints[i]`` when given);
+    ``make_iter(pipes)`` wraps them in the iterator under test.
+    """
+    want = iterate_with_epochs(make_iter(make_pipes()), total)
+    it = make_iter(make_pipes())
+    head = iterate_with_epochs(it, stop)
+    assert head == want[:stop]
+    restored = make_iter(make_pipes(it.checkpoints()))
+    assert iterate_with_epochs(restored, total - stop) == want[stop:]

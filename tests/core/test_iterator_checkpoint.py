@@ -1,0 +1,70 @@
+"""Iterator checkpoints: stop after any step (epoch ends too), restore, identical stream."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from conftest import check_iterator_checkpoint_resumes
+from dlpipe import Pipeline, PipelineError, fn
+from dlpipe.iterator import BaseIterator, LastBatchPolicy
+
+
+def pipes_over(root, shards, **reader_args):
+    def make(checkpoints=None):
+        pipes = []
+        for k in range(shards):
+            pipe = Pipeline(
+                batch_size=3,
+                num_threads=1,
+                seed=3,
+                enable_checkpointing=True,
+                checkpoint=None if checkpoints is None else checkpoints[k],
+            )
+            with pipe:
+                data, label = fn.readers.file(
+                    file_root=root, shard_id=k, num_shards=shards, name="R", **reader_args
+                )
+                pipe.set_outputs(data, label)
+            pipes.append(pipe)
+        return pipes
+
+    return make
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stop=st.integers(0, 14),
+    policy=st.sampled_from(list(LastBatchPolicy)),
+    pad=st.booleans(),
+    prepare=st.booleans(),
+)
+@example(stop=0, policy=LastBatchPolicy.FILL, pad=False, prepare=True)
+@example(stop=4, policy=LastBatchPolicy.PARTIAL, pad=True, prepare=True)  # just after an END
+def test_base_iterator_resumes_exactly(make_files, stop, policy, pad, prepare):
+    root, _ = make_files(11)
+    make_pipes = pipes_over(root, 2, random_shuffle=True, initial_fill=4, pad_last_batch=pad)
+
+    def make_iter(pipes):
+        return BaseIterator(
+            pipes,
+            ["data", "label"],
+            reader_name="R",
+            last_batch_policy=policy,
+            prepare_first_batch=prepare,
+        )
+
+    check_iterator_checkpoint_resumes(make_pipes, make_iter, stop, 16)
+
+
+def test_checkpoints_need_checkpointing(make_files):
+    root, _ = make_files(4)
+    pipe = Pipeline(batch_size=2, num_threads=1)
+    with pipe:
+        pipe.set_outputs(*fn.readers.file(file_root=root, name="R"))
+    it = BaseIterator(pipe, ["d", "l"], reader_name="R")
+    with pytest.raises(PipelineError, match="enable_checkpointing"):
+        it.checkpoints()
