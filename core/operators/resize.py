@@ -338,7 +338,7 @@ class AxisFilter:
     @property
     def support(self) -> int:
         """Taps evaluated per output pixel."""
-        return 1 if self.type == FilterType.NEAREST else _window_geometry(self)[2]
+        return 1 if self.type == FilterType.NEAREST else window_geometry(self)[2]
 
     def weight(self, t: np.ndarray) -> np.ndarray:
         """Window value at signed ``t`` = distance / radius (0 outside the window).
@@ -347,7 +347,7 @@ class AxisFilter:
         t in [-1, 1] (``resampling_filters.cu``), so the left edge is included (it matters
         for the Gaussian, whose edge value is exp(-4)).
         """
-        table = _filter_table(self.type)
+        table = filter_table(self.type)
         n = len(table)
         x = (np.asarray(t, dtype=np.float64) + 1) * ((n - 1) / 2)
         x0 = np.floor(x).astype(np.int64)
@@ -359,7 +359,7 @@ class AxisFilter:
 
 
 @functools.cache
-def _filter_table(ftype: FilterType) -> np.ndarray:
+def filter_table(ftype: FilterType) -> np.ndarray:
     """DALI's coefficient tables: triangle 3, Gaussian 65, cubic 129, Lanczos3 193 entries."""
     if ftype in (FilterType.LINEAR, FilterType.TRIANGULAR):
         return np.array([0.0, 1.0, 0.0])
@@ -399,7 +399,7 @@ def select_axis_filter(
     return AxisFilter(ftype, max(3.0, float(_f32(3 * ratio)) if aa else 3.0))
 
 
-def _window_geometry(flt: AxisFilter) -> tuple[np.float32, np.float32, int]:
+def window_geometry(flt: AxisFilter) -> tuple[np.float32, np.float32, int]:
     """DALI's float32 window: (anchor, table steps per input pixel, taps).
 
     ``ResamplingFilter::rescale(width)`` on the coefficient table: the window is ``width``
@@ -407,7 +407,7 @@ def _window_geometry(flt: AxisFilter) -> tuple[np.float32, np.float32, int]:
     anchor is half of that; the rounding decides ties exactly as DALI does (e.g. which
     neighbour gets the Gaussian's edge weight when output and input pixels align).
     """
-    n1 = _f32(len(_filter_table(flt.type)) - 1)
+    n1 = _f32(len(filter_table(flt.type)) - 1)
     r = _f32(flt.radius)
     if flt.type == FilterType.GAUSSIAN:
         sigma = _f32(float(r * _f32(0.5)) / math.sqrt(2))
@@ -434,13 +434,13 @@ def axis_coeffs(
     if flt.type == FilterType.NEAREST:
         centre = _f32(lo) + (x + _f32(0.5)) * scale
         return np.floor(centre).astype(np.int32), np.ones((out_size, 1), np.float32)
-    anchor, tab_scale, taps = _window_geometry(flt)
+    anchor, tab_scale, taps = window_geometry(flt)
     src0 = _f32(lo) + _f32(0.5) * scale - _f32(0.5) - anchor
     sx0f = x * scale + src0
     first = np.ceil(sx0f)
     f0 = first - sx0f
     idx = (f0[:, None] + np.arange(taps, dtype=np.float32)[None, :]) * tab_scale
-    n = len(_filter_table(flt.type))
+    n = len(filter_table(flt.type))
     w = flt.weight(idx.astype(np.float64) * (2 / (n - 1)) - 1)  # table index -> t
     tot = w.sum(axis=1, keepdims=True)
     w = np.divide(w, tot, out=np.zeros_like(w), where=tot != 0)
@@ -944,6 +944,8 @@ __all__ = [
     "requested_size",
     "select_axis_filter",
     "axis_coeffs",
+    "window_geometry",
+    "filter_table",
     "resample",
     "interp_to_filter",
     "ResamplingAttrs",
