@@ -134,6 +134,28 @@ def test_output_size(in_hw, kwargs, expected):
     assert output_size(*in_hw, **kwargs) == expected
 
 
+# Output shapes DALI 2.4's CPU fn.resize produced for these arguments (fractional sizes,
+# max_size in every mode, negative sizes, resize_shorter/longer).
+DALI_SIZES = [
+    ((375, 500), dict(size=[123.4, 77.7], mode="not_larger", max_size=250), (58, 78)),
+    ((7, 300), dict(size=[123.4, 77.7], mode="not_larger", max_size=250), (2, 78)),
+    ((61, 97), dict(size=[123.4, 77.7], mode="not_smaller", max_size=250), (123, 196)),
+    ((7, 300), dict(size=[123.4, 77.7], mode="not_smaller", max_size=250), (6, 250)),
+    ((7, 300), dict(size=[123.4, 77.7], mode="not_smaller", max_size=[0, 260]), (6, 260)),
+    ((7, 300), dict(size=[123.4, 77.7], mode="stretch", max_size=250), (123, 78)),
+    ((375, 500), dict(resize_y=100, mode="stretch", max_size=[0, 260]), (100, 260)),
+    ((61, 97), dict(resize_x=-120, mode="not_smaller", max_size=250), (75, 120)),
+    ((61, 97), dict(resize_shorter=255.5), (256, 406)),
+    ((7, 300), dict(resize_shorter=255.5), (256, 10950)),
+    ((375, 500), dict(resize_longer=99.3, max_size=[50, 0]), (50, 67)),
+]
+
+
+@pytest.mark.parametrize("in_hw, kwargs, expected", DALI_SIZES)
+def test_output_size_matches_dali(in_hw, kwargs, expected):
+    assert output_size(*in_hw, **kwargs) == expected
+
+
 def test_output_size_geometric_mean_default_mode():
     # 3 given of 3 is trivial; with 2-D and one given, the missing one takes that scale
     assert output_size(100, 200, resize_y=50) == (50, 100)
