@@ -45,7 +45,10 @@ def test_host_memory_is_flat_over_50_epochs(image_root):
 def test_prefetch_is_bounded_by_the_queue_depth(image_root):
     pipe = decode_pipe(image_root, depth=3)
     pipe.run()  # schedules the depth (3 iterations) and takes one
-    time.sleep(0.5)  # give the stage thread time to run ahead if it could
     ex = pipe._executor
+    deadline = time.monotonic() + 30
+    while ex._done.qsize() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # time to run further ahead, if it could
     assert ex.pending() == 2 and ex._done.qsize() == 2
     assert ex.profiler.stats()["stages"]["cpu"]["iterations"] == 3
