@@ -270,7 +270,9 @@ def main() -> None:
 
 
 def profile(root: str, files: list[str], batch: int, iters: int) -> None:
-    """Where a batch's time goes: CPU stage, GPU stage, the decode call, per thread count."""
+    """Where a batch's time goes: CPU stage, GPU stage and decode, for a few configurations;
+    then nvImageCodec alone with a Python thread spinning (GIL hand-offs)."""
+    import sys
     import threading
     from collections import defaultdict
 
@@ -296,75 +298,127 @@ def profile(root: str, files: list[str], batch: int, iters: int) -> None:
     timed(Executor, "_run_cpu", "cpu stage")
     timed(GpuStage, "__call__", "gpu stage")
     timed(_nvimgcodec.MixedDecoder, "decode_batch", "decode_batch")
-    for th in (16, 8, 4, 2):
-        for what in ("reader only", "decode"):
-            acc.clear()
+    timed(_nvimgcodec.MixedDecoder, "_decode", "nvimgcodec")
+    orig_init = _nvimgcodec.MixedDecoder.__init__
+    roi = [False]
+
+    def init(self, op):
+        orig_init(self, op)
+        self.roi_decode = roi[0]
+
+    _nvimgcodec.MixedDecoder.__init__ = init
+    configs = [
+        (16, "reader", 0.005, False),
+        (16, "decode", 0.005, False),
+        (16, "decode", 0.0005, False),
+        (4, "reader", 0.005, False),
+        (4, "decode", 0.005, False),
+        (4, "decode", 0.0005, False),
+        (16, "crop", 0.005, False),
+        (16, "crop", 0.005, True),
+        (16, "rn50", 0.005, False),
+        (4, "rn50", 0.005, False),
+        (16, "seed", 0.005, False),
+        (4, "seed", 0.005, False),
+    ]
+    for th, what, switch, use_roi in configs:
+        sys.setswitchinterval(switch)
+        roi[0] = use_roi
+        if what == "rn50":
+            pipe = rn50_pipe(root, batch, th)
+        elif what == "seed":
+            pipe = seed_pipe(root, batch, th, 640)
+        else:
             pipe = Pipeline(batch_size=batch, num_threads=th, device_id=0, seed=0)
             with pipe:
                 jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True)
                 if what == "decode":
                     pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"), labels)
+                elif what == "crop":
+                    pipe.set_outputs(fn.decoders.image_random_crop(jpegs, device="mixed"), labels)
                 else:
                     pipe.set_outputs(jpegs, labels)
-            for _ in range(5):
-                pipe.run()
-            acc.clear()
-            t = time.perf_counter()
-            for _ in range(iters):
-                outs = pipe.run()
-                ev = getattr(outs[0], "_event", None)
-                if ev is not None:
-                    ev.synchronize()
-            dt = time.perf_counter() - t
-            pipe.close()
-            parts = ", ".join(f"{k} {v / iters * 1e3:.1f} ms" for k, v in acc.items())
-            print(
-                f"  threads={th:2d} {what:11s}: {iters * batch / dt:8,.0f} img/s; per batch: "
-                f"{dt / iters * 1e3:.1f} ms total, {parts}",
-                flush=True,
-            )
-    # does nvImageCodec's decode release the GIL? time it with a Python thread spinning
+        for _ in range(5):
+            pipe.run()
+        acc.clear()
+        t = time.perf_counter()
+        for _ in range(iters):
+            outs = pipe.run()
+            ev = getattr(outs[0], "_event", None)
+            if ev is not None:
+                ev.synchronize()
+        dt = time.perf_counter() - t
+        pipe.close()
+        parts = ", ".join(f"{k} {v / iters * 1e3:.1f}" for k, v in acc.items())
+        print(
+            f"  threads={th:2d} {what:6s} switch={switch} roi={use_roi}: "
+            f"{iters * batch / dt:8,.0f} img/s; ms per batch: {dt / iters * 1e3:.1f} total, "
+            f"{parts}",
+            flush=True,
+        )
+    sys.setswitchinterval(0.005)
     import cupy
     from nvidia import nvimgcodec as nvi
 
     blobs = [np.fromfile(f, np.uint8) for f in files[: batch * 4]]
-    dec = nvi.Decoder(
-        device_id=0,
-        backends=[
-            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=0.9),
-            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
-        ],
-    )
     s = cupy.cuda.Stream(non_blocking=True)
-    for spin in (False, True):
-        stop = threading.Event()
-        count = [0]
-
-        def spinner(stop=stop, count=count):
-            while not stop.is_set():
-                count[0] += 1
-
-        th_ = threading.Thread(target=spinner) if spin else None
-        if th_:
-            th_.start()
-        t = time.perf_counter()
-        tp = 0.0
-        for k in range(12):
-            chunk = blobs[(k % 4) * batch : (k % 4 + 1) * batch]
-            t1 = time.perf_counter()
-            css = [nvi.CodeStream(b) for b in chunk]
-            tp += time.perf_counter() - t1
-            dec.decode(css, cuda_stream=s.ptr)
-            s.synchronize()
-        dt = time.perf_counter() - t
-        stop.set()
-        if th_:
-            th_.join()
-        print(
-            f"  raw decode, spinning thread={spin}: {12 * batch / dt:,.0f} img/s, "
-            f"CodeStream() {tp / 12 * 1e3:.1f} ms/batch, spinner count {count[0]:,}",
-            flush=True,
+    for name, kinds in (
+        ("HW+hybrid", ("HW_GPU_ONLY", "HYBRID_CPU_GPU")),
+        ("HW+hybrid+GPU", ("HW_GPU_ONLY", "HYBRID_CPU_GPU", "GPU_ONLY")),
+        ("HW only", ("HW_GPU_ONLY",)),
+    ):
+        dec = nvi.Decoder(
+            device_id=0,
+            backends=[
+                nvi.Backend(
+                    getattr(nvi.BackendKind, k), load_hint=0.9 if k == "HW_GPU_ONLY" else 1.0
+                )
+                for k in kinds
+            ],
         )
+        for direct in (False, True):
+            for spin in (False, True):
+                stop = threading.Event()
+                count = [0]
+
+                def spinner(stop=stop, count=count):
+                    while not stop.is_set():
+                        count[0] += 1
+
+                if direct:
+                    try:
+                        dec.decode(blobs[:2], cuda_stream=s.ptr)
+                    except Exception as e:
+                        print(f"  raw {name}: decode(list of arrays) fails: {e}")
+                        break
+                th_ = threading.Thread(target=spinner) if spin else None
+                if th_:
+                    th_.start()
+                for k in range(3):
+                    dec.decode(
+                        blobs[k * batch : (k + 1) * batch]
+                        if direct
+                        else [nvi.CodeStream(b) for b in blobs[k * batch : (k + 1) * batch]],
+                        cuda_stream=s.ptr,
+                    )
+                s.synchronize()
+                t = time.perf_counter()
+                reps = 16
+                for k in range(reps):
+                    chunk = blobs[(k % 4) * batch : (k % 4 + 1) * batch]
+                    dec.decode(
+                        chunk if direct else [nvi.CodeStream(b) for b in chunk], cuda_stream=s.ptr
+                    )
+                    s.synchronize()
+                dt = time.perf_counter() - t
+                stop.set()
+                if th_:
+                    th_.join()
+                print(
+                    f"  raw {name:14s} direct={direct} spinning={spin}: "
+                    f"{reps * batch / dt:,.0f} img/s",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
