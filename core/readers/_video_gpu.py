@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,7 +41,7 @@ EXTRA = "video-gpu"
 
 def check_nvc_installed() -> None:
     """Build-time check (without loading the driver): PyNvVideoCodec is importable."""
-    if importlib.util.find_spec("PyNvVideoCodec") is None:
+    if sys.modules.get("PyNvVideoCodec") is None and not importlib.util.find_spec("PyNvVideoCodec"):
         raise MissingExtraError(
             f"{WHO}(device='gpu') needs PyNvVideoCodec, which is not installed; "
             f'install it with: pip install "dlpipe[{EXTRA}]"'

@@ -569,3 +569,25 @@ def test_gpu_float_normalized_and_ycbcr(videos, fake_gpu):
     cpu = reader.run_sample((), {}, 2)
     # NV12 upsampled by repetition vs FFmpeg's yuv444p scaler: flat areas agree
     assert np.abs(video[0].astype(int) - cpu).mean() < 1.5
+
+
+def test_gpu_reader_graph_is_a_cpu_reader_and_a_mixed_decoder(videos, fake_gpu):
+    _, paths = videos
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0)
+    with pipe:
+        outs = fn.readers.video(
+            device="gpu",
+            filenames=paths,
+            labels=[],
+            sequence_length=4,
+            enable_timestamps=True,
+            name="Reader",
+        )
+    assert [o.device for o in outs] == ["gpu", "gpu", "gpu"]
+    decode = outs[0].source
+    assert decode.op.schema == "_video_decode_gpu" and decode.device == "mixed"
+    reader = decode.inputs[0].source
+    assert reader.op.schema == "readers.video" and reader.device == "cpu"
+    assert [x.device for x in reader.outputs] == ["cpu"]
+    assert reader.op.run_sample((), {}, 5).tolist() == [5]  # the sequence index travels
+    assert reader.op.reader_meta()["epoch_size"] == 25
