@@ -83,7 +83,11 @@ class RandomCropWindow:
 
 
 def _pair(v, name: str, who: str) -> tuple[float, float]:
-    vals = [float(x) for x in (v if isinstance(v, Sequence | np.ndarray) else [v, v])]
+    items = v if isinstance(v, Sequence | np.ndarray) and not isinstance(v, str) else [v, v]
+    try:
+        vals = [float(x) for x in items]
+    except (TypeError, ValueError):
+        vals = []
     if len(vals) != 2:
         raise ArgumentError(f"{who}: {name}={v!r} must be two numbers [min, max]")
     return vals[0], vals[1]
