@@ -2,7 +2,8 @@
 
 dlpipe demo [--batch 32] [--threads N] [--iters 20] [--device auto|cpu|gpu] [--out DIR]
 dlpipe bench DATA_DIR [--device cpu|gpu] [--batch 128] [--threads N] [--pipeline seed640|rn50]
-             [--iters 30] [--out DIR] [--json FILE] [--synthetic N]
+             [--iters 30] [--out DIR] [--json FILE] [--trace FILE] [--on-error raise|skip]
+             [--synthetic N]
 dlpipe inspect DATA_DIR [--shards N] [--batch B] [--check] [--json FILE]
 dlpipe make-tfrecord-index TFRECORD [INDEX]
 dlpipe make-wds-index TAR [INDEX]
@@ -173,44 +174,36 @@ def build_bench_pipeline(
     return bench_pipe()
 
 
-class _StageClock:
-    """Host wall time of the executor's CPU stage and GPU stage, per batch, taken by wrapping
-    them (used when the pipeline has no ``stats()``). The GPU stage's time is the host time
-    spent issuing its work (mixed decoding included), not the GPU's own time."""
-
-    def __init__(self, pipe):
-        self.times: dict[str, list[float]] = {"CPU stage": [], "GPU stage (host)": []}
-        ex = getattr(pipe, "_executor", None)
-        self.ok = ex is not None and callable(getattr(ex, "_run_cpu", None))
-        if not self.ok:
-            return
-        run_cpu = ex._run_cpu
-
-        def timed_cpu():
-            t = time.perf_counter()
-            ws = run_cpu()
-            self.times["CPU stage"].append(time.perf_counter() - t)
-            return ws
-
-        ex._run_cpu = timed_cpu
-        stage = getattr(ex, "gpu_stage", None)
-        if stage is not None:
-
-            def timed_gpu(ws):
-                t = time.perf_counter()
-                out = stage(ws)
-                self.times["GPU stage (host)"].append(time.perf_counter() - t)
-                return out
-
-            ex.gpu_stage = timed_gpu
-
-    def reset(self) -> None:
-        for v in self.times.values():
-            v.clear()
-
-    def rows(self) -> list[tuple[str, float]]:
-        """(stage, mean ms per batch) for the stages that ran."""
-        return [(k, 1000 * sum(v) / len(v)) for k, v in self.times.items() if v]
+def _stats_report(stats) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:
+    """``pipe.stats()`` as (rows for the main table, lines of the operator table, stage ms per
+    batch). A structure other than the profiler's is dumped as it is."""
+    if not isinstance(stats, dict) or "stages" not in stats or "operators" not in stats:
+        return [], ["pipe.stats():"] + ["  " + x for x in _format_stats(stats)], {}
+    rows, stage_ms = [], {}
+    for stage, v in stats["stages"].items():
+        label = f"{stage.upper() if stage in ('cpu', 'gpu') else stage} stage"
+        stage_ms[label] = ms = float(v.get("per_iteration_ms", 0.0))
+        rows.append((label, f"{ms:,.1f} ms per batch (stages overlap)"))
+    if "consumer_wait_ms_per_batch" in stats:
+        rows.append(("consumer wait (stats)", f"{stats['consumer_wait_ms_per_batch']:,.1f} ms"))
+    lines = []
+    ops = stats["operators"]
+    if ops:
+        total = sum(float(o.get("total_s", 0.0)) for o in ops.values()) or 1.0
+        width = max(12, *(len(name) for name in ops))
+        lines.append(
+            f"{'operator':<{width}}  {'schema':<28} {'device':<6} {'us/sample':>10} {'share':>6}"
+        )
+        for name, o in ops.items():
+            lines.append(
+                f"{name:<{width}}  {str(o.get('schema', '')):<28} {str(o.get('device', '')):<6} "
+                f"{float(o.get('per_sample_us', 0.0)):>10,.1f} "
+                f"{100 * float(o.get('total_s', 0.0)) / total:>5.0f}%"
+            )
+        lines.append("(operator time is summed over the worker threads)")
+    if stats.get("verdict"):
+        lines.append(f"verdict: {stats['verdict']}")
+    return rows, lines, stage_ms
 
 
 def _format_stats(stats) -> list[str]:
@@ -277,7 +270,6 @@ def _bench(args: argparse.Namespace) -> int:
         args.pipeline, root, args.device, args.batch, threads, on_error=args.on_error
     )
     pipe.build()
-    clock = None if hasattr(pipe, "stats") else _StageClock(pipe)
     print(f"dataset: {root} ({len(files):,} files, {sum(sizes.values()) / 1e6:,.1f} MB)")
     print(
         f"pipeline {args.pipeline}: {PIPELINES[args.pipeline]}; device {args.device}, "
@@ -295,8 +287,12 @@ def _bench(args: argparse.Namespace) -> int:
     for _ in range(max(0, args.warmup - 1)):
         sync(pipe.run())
     warmup_s = time.perf_counter() - t0
-    if clock is not None:
-        clock.reset()
+    has_stats = callable(getattr(pipe, "stats", None))
+    if has_stats:
+        try:
+            pipe.stats(reset=True)  # leave the warm-up out
+        except TypeError:
+            pass
     bar = Progress(args.iters, "bench")
     in_run = 0.0
     encoded = 0
@@ -320,21 +316,23 @@ def _bench(args: argparse.Namespace) -> int:
         (
             "waiting in run()",
             f"{1000 * in_run / args.iters:,.1f} ms per batch ({100 * in_run / total:.0f}% of "
-            "the time: the loader is the bottleneck when this is near 100%)",
+            "the time)",
         ),
     ]
-    if clock is not None and clock.ok:
-        for stage, ms in clock.rows():
-            rows.append((f"{stage}", f"{ms:,.1f} ms per batch (host wall time, overlapped)"))
+    stats = pipe.stats() if has_stats else None
+    extra_rows, op_lines, stage_ms = _stats_report(stats) if has_stats else ([], [], {})
+    rows += extra_rows
     width = max(len(k) for k, _ in rows)
     print(f"\n{'metric':<{width}}  value")
     print(f"{'-' * width}  {'-' * 40}")
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
-    if clock is None:
-        print("\npipe.stats():")
-        for line in _format_stats(pipe.stats()):
-            print("  " + line)
+    if op_lines:
+        print()
+        print("\n".join(op_lines))
+    if args.trace and callable(getattr(pipe, "trace", None)):
+        pipe.trace(args.trace)
+        print(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
     result = {
         "pipeline": args.pipeline,
         "device": args.device,
@@ -346,7 +344,8 @@ def _bench(args: argparse.Namespace) -> int:
         "encoded_mb_s": encoded / total / 1e6,
         "ms_per_batch": 1000 * total / args.iters,
         "wait_in_run_ms_per_batch": 1000 * in_run / args.iters,
-        "stages_ms_per_batch": dict(clock.rows()) if clock is not None and clock.ok else None,
+        "stages_ms_per_batch": stage_ms,
+        "stats": stats,
     }
     pipe.close()
     os.makedirs(args.out, exist_ok=True)
@@ -430,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="untimed batches first")
     p.add_argument("--out", default=".", help="where to write bench_<pipeline>.png")
     p.add_argument("--json", help="also write the results there")
+    p.add_argument("--trace", help="also write a Chrome/Perfetto trace there (pipe.trace)")
     p.add_argument(
         "--on-error",
         choices=("raise", "skip"),

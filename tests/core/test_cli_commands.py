@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -150,12 +151,16 @@ def test_bench_cpu(image_root, tmp_path, capsys, pipeline):
     out_json = tmp_path / "b.json"
     argv = ["bench", image_root, "--pipeline", pipeline, "--batch", "4", "--iters", "3"]
     argv += ["--threads", "2", "--out", str(tmp_path), "--json", str(out_json)]
+    argv += ["--trace", str(tmp_path / "trace.json")]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    for key in ("images/s", "encoded MB/s", "waiting in run()", "CPU stage"):
+    for key in ("images/s", "encoded MB/s", "waiting in run()", "CPU stage", "verdict: "):
         assert key in text
+    assert re.search(r"Reader +readers\.file +cpu", text)  # the per-operator table
     result = json.loads(out_json.read_text())
     assert result["img_s"] > 0 and result["stages_ms_per_batch"]["CPU stage"] > 0
+    assert result["stats"]["batches"] == 3  # the warm-up is left out
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
     # the encoded bytes are those of the files in the timed batches (same seed, same stream)
     pipe = build_bench_pipeline(pipeline, image_root, "cpu", 4, 1)
     batches = [pipe.run()[1] for _ in range(2 + 3)][2:]
@@ -170,16 +175,16 @@ def test_bench_cpu(image_root, tmp_path, capsys, pipeline):
     assert grid.shape == (160, 4 * 160, 3)
 
 
-def test_bench_uses_pipe_stats_when_there(image_root, tmp_path, capsys, monkeypatch):
+def test_bench_dumps_other_stats_as_they_are(image_root, tmp_path, capsys, monkeypatch):
     from dlpipe.pipeline import Pipeline
 
-    stats = {"operators": {"decoders.image": 1.25}, "verdict": "the loader is the bottleneck"}
-    monkeypatch.setattr(Pipeline, "stats", lambda self: stats, raising=False)
+    stats = {"decode": {"ms": 1.25}, "verdict": "fine"}
+    monkeypatch.setattr(Pipeline, "stats", lambda self, reset=False: stats)
     argv = ["bench", image_root, "--batch", "2", "--iters", "1", "--threads", "1"]
     assert main(argv + ["--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "pipe.stats():" in text and "decoders.image: 1.250" in text
-    assert "verdict: the loader is the bottleneck" in text and "CPU stage" not in text
+    assert "pipe.stats():\n  decode:\n    ms: 1.250\n  verdict: fine" in text
+    assert "CPU stage" not in text
 
 
 def test_bench_errors(messy_root, tmp_path, capsys):
