@@ -236,8 +236,11 @@ class GenericIterator(BaseIterator):
             return devices
         local = jax.local_devices()
         if sharding is not None:
-            order = {d: k for k, d in enumerate(local)}
-            pool = sorted(sharding.addressable_devices, key=lambda d: order.get(d, len(order)))
+            # In jax.local_devices() order of the sharding's platform (it may be the CPU while
+            # JAX defaults to a GPU); addressable_devices is a set.
+            platform = next(iter(sharding.addressable_devices)).platform
+            order = {d: k for k, d in enumerate(jax.local_devices(backend=platform))}
+            pool = sorted(sharding.addressable_devices, key=lambda d: (order.get(d, 1 << 30), d.id))
             if len(pool) != n:
                 raise ArgumentError(
                     f"sharding={sharding!r} has {len(pool)} devices in this process, but "
