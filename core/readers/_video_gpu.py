@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import queue
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -119,13 +118,27 @@ class NvdecBatchDecoder:
         self.mode = os.environ.get("DLPIPE_NVDEC_MODE", "index")
         n = reader.num_decoders
         with self.cupy.cuda.Device(self.device_id):
-            self._slots: queue.SimpleQueue = queue.SimpleQueue()
-            for _ in range(n):
-                self._slots.put(_Slot(self.cupy))
+            self._free = [_Slot(self.cupy) for _ in range(n)]
+        self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(n, thread_name_prefix="dlpipe-nvdec")
         self._lock = threading.Lock()
 
     # --- one decoder session ------------------------------------------------------------------
+    def _acquire(self, path: str) -> _Slot:
+        """A free slot, preferring one whose decoder already has ``path`` open."""
+        with self._cond:
+            while not self._free:
+                self._cond.wait()
+            for k, slot in enumerate(self._free):
+                if slot.path == path:
+                    return self._free.pop(k)
+            return self._free.pop(0)  # the least recently used
+
+    def _release(self, slot: _Slot) -> None:
+        with self._cond:
+            self._free.append(slot)
+            self._cond.notify()
+
     def _decoder(self, slot: _Slot, info: VideoInfo):
         nvc = self.nvc
         if slot.decoder is not None and slot.path == info.path:
@@ -196,7 +209,7 @@ class NvdecBatchDecoder:
         cupy = self.cupy
         sample = unit[0][0]
         info = self.reader.videos[int(self.reader.seq_file[seqs[sample]])]
-        slot = self._slots.get()
+        slot = self._acquire(info.path)
         try:
             with cupy.cuda.Device(self.device_id), slot.stream:
                 slot.stream.wait_event(ready)
@@ -222,7 +235,7 @@ class NvdecBatchDecoder:
             err.sample_index = sample
             raise err from e
         finally:
-            self._slots.put(slot)
+            self._release(slot)
 
     def _frames(self, decoder, wanted: list[int], info: VideoInfo):
         """Yield (frame index, decoded frame) for ``wanted`` (ascending)."""

@@ -76,7 +76,7 @@ class VideoReader(Operator):
         random_shuffle, initial_fill, shard_id, num_shards, stick_to_shard, pad_last_batch:
             as in every DALI reader, over the list of sequences.
         num_decoders: dlpipe extension, ``device="gpu"`` only: hardware decoder sessions
-            working on a batch at once (default 6).
+            working on a batch at once (default 8; a GPU has several NVDEC engines).
         additional_decode_surfaces, dont_use_mmap, lazy_init, prefetch_queue_depth, read_ahead,
         skip_cached_images, tensor_init_bytes, file_list_include_preceding_frame: accepted as
             in DALI.
@@ -120,7 +120,7 @@ class VideoReader(Operator):
         file_list_frame_num: bool = False,
         file_list_include_preceding_frame: bool = False,
         skip_vfr_check: bool = False,
-        num_decoders: int = 6,
+        num_decoders: int = 8,
         additional_decode_surfaces: int = 2,
         dont_use_mmap: bool = False,
         lazy_init: bool = False,

@@ -591,3 +591,16 @@ def test_gpu_reader_graph_is_a_cpu_reader_and_a_mixed_decoder(videos, fake_gpu):
     assert [x.device for x in reader.outputs] == ["cpu"]
     assert reader.op.run_sample((), {}, 5).tolist() == [5]  # the sequence index travels
     assert reader.op.reader_meta()["epoch_size"] == 25
+
+
+def test_gpu_decoders_stay_on_their_files(videos, fake_gpu):
+    from dlpipe.readers._video_gpu import NvdecBatchDecoder
+
+    _, paths = videos
+    reader = _reader(paths[:2], sequence_length=4, num_decoders=2)
+    dec = NvdecBatchDecoder(reader)
+    dec.decode([0, 12], stream=_Ctx())  # v0 and v1: one session each
+    opened = [c for c in fake_gpu if c[0] == "open"]
+    dec.decode([13, 1], stream=_Ctx())  # the same files again: no session reopens a file
+    dec.decode([2], stream=_Ctx())
+    assert [c for c in fake_gpu if c[0] == "open"] == opened
