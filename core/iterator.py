@@ -414,6 +414,11 @@ class BaseIterator:
         )
 
     @property
+    def last_batch_policy(self) -> LastBatchPolicy:
+        """The policy in force (``fill_last_batch`` and ``size=-1`` resolved)."""
+        return self._policy
+
+    @property
     def size(self) -> int:
         """DALI's ``size``: samples per shard per epoch with ``reader_name`` (FILL: rounded up
         to whole batches, unless padded; DROP: ``floor(N/S)``), the given total otherwise."""

@@ -190,6 +190,18 @@ class Pipeline:
     def exec_separated(self) -> bool:
         return self._separated
 
+    @property
+    def num_outputs(self) -> int:
+        """How many outputs each ``run()`` returns (builds the pipeline)."""
+        self.build()
+        return len(self._outputs)
+
+    @property
+    def output_devices(self) -> list[str]:
+        """ "cpu" or "gpu" per output (builds the pipeline)."""
+        self.build()
+        return [x.device for x in self._outputs]
+
     # --- graph definition -----------------------------------------------------------------
     def __enter__(self) -> Pipeline:
         push_pipeline(self)
