@@ -308,25 +308,25 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
                     f"the pipeline sets it (leave {arg} out, or make them equal)"
                 )
 
-        pipeline.build()
-        outputs = pipeline._outputs
-        gpu_outputs = any(x.device == "gpu" for x in outputs)
+        devices = pipeline.output_devices
+        n_outputs = len(devices)
+        gpu_outputs = "gpu" in devices
         if fail_on_device_mismatch:
             _check_device(pipeline, gpu_outputs)
 
         if output_map is None:
-            names = [f"output_{i}" for i in range(len(outputs))]
+            names = [f"output_{i}" for i in range(n_outputs)]
         else:
             names = [output_map] if isinstance(output_map, str) else list(output_map)
         one_dtype = output_dtypes is not None and not isinstance(output_dtypes, Sequence | Mapping)
-        if one_dtype and len(outputs) != 1:
+        if one_dtype and n_outputs != 1:
             raise ArgumentError(
                 f"output_dtypes={output_dtypes!r} is a single dtype, but the pipeline has "
-                f"{len(outputs)} outputs: give a tuple of {len(outputs)} dtypes"
+                f"{n_outputs} outputs: give a tuple of {n_outputs} dtypes"
             )
         # One output: a flat shape like (8, 28, 28) is its shape, not one shape per output.
         one_shape = one_dtype or (
-            len(outputs) == 1
+            n_outputs == 1
             and isinstance(output_shapes, Sequence)
             and all(d is None or isinstance(d, int | np.integer) for d in output_shapes)
         )
@@ -352,11 +352,7 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
             prepare_first_batch=False,
             tf_has_gpu=tf_has_gpu,
         )
-        policy = (
-            LastBatchPolicy[last_batch_policy.upper()]
-            if isinstance(last_batch_policy, str)
-            else LastBatchPolicy(int(last_batch_policy))
-        )  # valid: the base iterator has checked it
+        policy = iterator.last_batch_policy
         full_batches = reader_name is not None and policy != LastBatchPolicy.PARTIAL
 
         self._dlp_pipeline = pipeline
