@@ -114,3 +114,59 @@ def test_sharding_example_in_process(tmp_path):
     for i in range(3):
         grid = cv2.imread(str(tmp_path / f"shard_{i}.png"))
         assert grid.shape == (160, 2 * 160, 3)
+
+
+# --- the python snippets of docs/*.md ---------------------------------------------------------
+
+DOCS = EXAMPLES.parent / "docs"
+_BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+_NEEDS = {"torch": "torch", "jax": "jax", "tensorflow": "tf", "gpu": "gpu"}
+
+
+def _doc_pages():
+    for page in sorted(DOCS.glob("*.md")):
+        blocks = _BLOCK.findall(page.read_text())
+        if blocks:
+            needs = sorted(
+                {m for b in blocks for m in re.findall(r"^# needs: (\w+)", b, flags=re.M)}
+            )
+            marks = [getattr(pytest.mark, _NEEDS[n]) for n in needs if n in _NEEDS]
+            yield pytest.param(page, id=page.name, marks=marks)
+
+
+def _have(need: str) -> bool:
+    if need == "gpu":
+        from dlpipe.cli import gpu_available
+
+        return gpu_available()
+    return importlib.util.find_spec(need) is not None
+
+
+@pytest.mark.parametrize("page", list(_doc_pages()))
+def test_doc_snippets_run(page: Path, tmp_path):
+    """Every ``python`` block of a page runs, in order, as one script (blocks whose
+    ``# needs: X`` is missing here are left out)."""
+    code = []
+    for block in _BLOCK.findall(page.read_text()):
+        needs = re.findall(r"^# needs: (\w+)", block, flags=re.MULTILINE)
+        if all(_have(n) for n in needs):
+            code.append(block)
+    if not code:
+        pytest.skip(f"{page.name}: every snippet needs something missing here")
+    script = tmp_path / f"doc_{page.stem.replace('-', '_')}.py"  # not "jax.py": no shadowing
+    # the snippets write under /tmp/dlpipe-docs; keep each test's files apart
+    script.write_text("\n".join(code).replace("/tmp/dlpipe-docs", str(tmp_path / "docs-data")))
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+    )
+    assert out.returncode == 0, f"{page.name}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
