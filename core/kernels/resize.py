@@ -1,7 +1,8 @@
-"""GPU resize: one launch per batch (``resize.cu``); the numerics of ``operators/resize.py``.
+"""GPU resize: one launch per batch (``resize.cu``); the numerics of ``operators/resize.py``
+(DALI's resampling): the per-axis filter and window come from that module's
+``select_axis_filter``/``window_geometry``/``filter_table``, memoised here.
 
-Used by ``fn.resize`` and ``fn.random_resized_crop`` on the GPU; the per-axis filter choice
-(:func:`axis_filters`) is the vectorised form of ``resize.select_axis_filter``.
+Used by ``fn.resize`` and ``fn.random_resized_crop`` on the GPU.
 """
 
 from __future__ import annotations
@@ -27,11 +28,29 @@ RESIZE_DESC = np.dtype(
             "out_w",
             "kind_y",
             "kind_x",
-            "sup_y",
-            "sup_x",
+            "taps_y",
+            "taps_x",
+            "tab_y",
+            "tab_x",
+            "tab_n_y",
+            "tab_n_x",
+            "flip_y",
+            "flip_x",
         )
     ]
-    + [(f, "<f8") for f in ("lo_y", "lo_x", "scale_y", "scale_x", "rad_y", "rad_x")]
+    + [
+        (f, "<f8")
+        for f in (
+            "lo_y",
+            "lo_x",
+            "scale_y",
+            "scale_x",
+            "anchor_y",
+            "anchor_x",
+            "tscale_y",
+            "tscale_x",
+        )
+    ]
 )
 
 # DALI's ResamplingFilterType (resize.FilterType)
@@ -45,24 +64,36 @@ def _get_resize_kernel(in_dtype, out_dtype, device_id: int):
     )
 
 
-def axis_filters(extent, out_size, min_filter: int, mag_filter: int, antialias: bool):
-    """(kind, radius, support) arrays of one axis per sample (``select_axis_filter``)."""
-    extent = np.asarray(extent, np.float64)
-    out_size = np.asarray(out_size, np.float64)
-    shrink = out_size < extent
-    kind = np.where(shrink, int(min_filter), int(mag_filter)).astype(np.int64)
-    aa = antialias & shrink
-    ratio = np.divide(extent, out_size, out=np.ones_like(extent), where=out_size != 0)
-    radius = np.ones_like(extent)
-    radius[kind == NEAREST] = 0.5
-    tri = (kind == TRIANGULAR) | (kind == GAUSSIAN)
-    radius[tri] = np.maximum(0.5, np.where(aa, ratio, 1.0))[tri]
-    radius[kind == CUBIC] = 2.0
-    lz = kind == LANCZOS3
-    radius[lz] = np.maximum(3.0, np.where(aa, 3 * ratio, 3.0))[lz]
-    support = np.maximum(1, np.ceil(2 * radius - 1e-6)).astype(np.int64)
-    support[kind == NEAREST] = 1
-    return kind, radius, support
+@functools.cache
+def _tables(device_id: int):
+    """The coefficient tables of every filter type in one device array, and their offsets."""
+    import cupy
+
+    from ..operators.resize import FilterType, filter_table
+
+    offsets, chunks, pos = {}, [], 0
+    for t in FilterType:
+        tab = np.asarray(filter_table(t), np.float32)
+        offsets[int(t)] = (pos, len(tab))
+        chunks.append(tab)
+        pos += len(tab)
+    with cupy.cuda.Device(device_id):
+        return cupy.asarray(np.concatenate(chunks)), offsets
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _axis(extent: float, out_size: int, min_filter: int, mag_filter: int, antialias: bool):
+    """(kind, anchor, table scale, taps) of one axis: ``resize.select_axis_filter`` and
+    ``resize.window_geometry``, memoised."""
+    from ..operators.resize import FilterType, select_axis_filter, window_geometry
+
+    flt = select_axis_filter(
+        extent, out_size, FilterType(min_filter), FilterType(mag_filter), antialias
+    )
+    if flt.type == FilterType.NEAREST:
+        return 0, 0.0, 1.0, 1
+    anchor, tab_scale, taps = window_geometry(flt)
+    return int(flt.type), float(anchor), float(tab_scale), int(taps)
 
 
 @stream_scoped
@@ -115,31 +146,35 @@ def resize_batch(
     )
     lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
     a, b = np.minimum(lo32, hi32), np.maximum(lo32, hi32)
+    tables, offsets = _tables(s.device_id)
     d = np.empty(n, RESIZE_DESC)
     d["in_ptr"] = s.ptrs.view(np.int64)
     d["out_ptr"] = out.ptrs.view(np.int64)
     d["in_h"], d["in_w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
     d["out_h"], d["out_w"] = out_sizes[:, 0], out_sizes[:, 1]
-    for ax, (k_f, s_f, r_f, l_f, sc_f) in enumerate(
-        (
-            ("kind_y", "sup_y", "rad_y", "lo_y", "scale_y"),
-            ("kind_x", "sup_x", "rad_x", "lo_x", "scale_x"),
-        )
-    ):
-        ext = (b[:, ax] - a[:, ax]).astype(np.float64)
-        kind, radius, support = axis_filters(
-            ext, out_sizes[:, ax], min_filter, mag_filter, antialias
-        )
-        d[k_f], d[s_f], d[r_f] = kind, support, radius
-        scale = ((b[:, ax].astype(np.float64) - a[:, ax]) / out_sizes[:, ax]).astype(np.float32)
-        flip = hi32[:, ax] < lo32[:, ax]
-        # a flipped axis samples the unflipped window backwards: start at hi, negative scale
-        d[l_f] = np.where(flip, b[:, ax], a[:, ax])
-        d[sc_f] = np.where(flip, -scale, scale)
+    mn, mg, aa = int(min_filter), int(mag_filter), bool(antialias)
+    for ax, sfx in enumerate(("_y", "_x")):
+        ext = (b[:, ax] - a[:, ax]).astype(np.float32)
+        osz = out_sizes[:, ax]
+        geo = np.array(
+            [
+                _axis(float(e), int(o), mn, mg, aa)
+                for e, o in zip(ext.tolist(), osz.tolist(), strict=True)
+            ],
+            np.float64,
+        ).reshape(n, 4)
+        kind = geo[:, 0].astype(np.int64)
+        d["kind" + sfx] = kind
+        d["anchor" + sfx], d["tscale" + sfx], d["taps" + sfx] = geo[:, 1], geo[:, 2], geo[:, 3]
+        d["tab" + sfx] = [offsets[k][0] for k in kind.tolist()]
+        d["tab_n" + sfx] = [offsets[k][1] for k in kind.tolist()]
+        d["lo" + sfx] = a[:, ax]
+        d["scale" + sfx] = (b[:, ax] - a[:, ax]) / osz.astype(np.float32)
+        d["flip" + sfx] = hi32[:, ax] < lo32[:, ax]
     dev = upload(d.view(np.uint8), stream)
     grid, block = grid_for(int(out_sizes[:, 0].max()), int(out_sizes[:, 1].max()), n)
     _get_resize_kernel(s.dtype, out_dtype, s.device_id)(
-        grid, block, (dev, np.int32(channels)), stream=stream
+        grid, block, (dev, tables, np.int32(channels)), stream=stream
     )
     return out
 
