@@ -5,7 +5,10 @@ after each epoch the ranks all_gather their step counts and then their sample id
 that the step counts are equal and that, across ranks, the epoch holds every sample exactly
 once (padding copies aside). Prints ``OK`` on rank 0 when every check passed.
 
-Usage: dist_check.py ROOT N BATCH EPOCHS
+Usage: dist_check.py ROOT N BATCH EPOCHS [gloo|nccl]
+
+With ``nccl`` each rank's batches are moved to its GPU inside the pipeline (``.gpu()``) and
+reach torch zero-copy through DLPack on ``cuda:<local_rank>``; the gathers run over NCCL.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ def strip_padding(seq: list[int]) -> list[int]:
 def gather_epoch(it, world: int) -> list[list[int]]:
     """This epoch's ids of every rank (rank order), after checking equal step counts."""
     local = [batch[0]["data"].view(torch.int32).reshape(-1) for batch in it]
-    counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-    dist.all_gather(counts, torch.tensor([len(local)]))
+    dev = local[0].device
+    counts = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.all_gather(counts, torch.tensor([len(local)], device=dev))
     counts = [int(c) for c in counts]
     if len(set(counts)) != 1:
         raise AssertionError(f"ranks made different numbers of steps: {counts}")
@@ -45,14 +49,20 @@ def gather_epoch(it, world: int) -> list[list[int]]:
 
 def main() -> None:
     root, n, batch, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    dist.init_process_group("gloo")
+    backend = sys.argv[5] if len(sys.argv) > 5 else "gloo"
     shard_id, num_shards, device_id = distributed_shard()
+    if backend == "nccl":
+        torch.cuda.set_device(device_id)
+    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if (shard_id, num_shards) != (rank, world) or device_id != rank:
         raise AssertionError(f"distributed_shard() = {(shard_id, num_shards, device_id)}")
 
     for policy, pad in ((LastBatchPolicy.FILL, True), (LastBatchPolicy.DROP, False)):
-        pipe = Pipeline(batch_size=batch, num_threads=1, device_id=None, seed=11 + rank)
+        gpu = backend == "nccl"
+        pipe = Pipeline(
+            batch_size=batch, num_threads=1, device_id=device_id if gpu else None, seed=11 + rank
+        )
         with pipe:
             data, label = fn.readers.file(
                 file_root=root,
@@ -63,7 +73,7 @@ def main() -> None:
                 pad_last_batch=pad,
                 name="Reader",
             )
-            pipe.set_outputs(data, label)
+            pipe.set_outputs(data.gpu() if gpu else data, label)
         it = GenericIterator(
             pipe, ["data", "label"], reader_name="Reader", auto_reset=True, last_batch_policy=policy
         )

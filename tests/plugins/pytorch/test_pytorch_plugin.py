@@ -242,6 +242,19 @@ def test_torchrun_two_ranks_cover_every_sample_once(make_files, tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "OK"
 
 
+def _gpu_count() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.multi_gpu
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs 2 GPUs")
+def test_torchrun_two_gpus_nccl_cover_every_sample_once(make_files, tmp_path):
+    root, _ = make_files(23)
+    out = torchrun([os.path.join(HERE, "dist_check.py"), root, "23", "4", "3", "nccl"], tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "OK"
+
+
 def test_torchrun_example_trains(tmp_path):
     example = os.path.join(REPO, "examples", "torchrun_train.py")
     out = torchrun(

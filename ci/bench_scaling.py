@@ -1,0 +1,102 @@
+"""Multi-GPU scaling: the same GPU pipeline on 1 GPU, then on every GPU of the machine at
+once, one process per GPU (as torchrun would run it), each reading its own shard.
+
+    python ci/bench_scaling.py --data /tmp/dlpipe-bench/imagenet-like [--pipeline rn50]
+
+Prints img/s for 1 GPU and for N GPUs (the sum of the processes, timed over the same window)
+and the speed-up. Each process gets an equal share of the CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_gpu import MEAN, STD, ensure_dataset  # noqa: E402
+
+from dlpipe import fn, pipeline_def, types  # noqa: E402
+
+
+def build(kind: str, root: str, batch: int, threads: int, gpu: int, shard: int, shards: int):
+    @pipeline_def(batch_size=batch, num_threads=threads, device_id=gpu, seed=shard)
+    def pipe():
+        jpegs, labels = fn.readers.file(
+            file_root=root, random_shuffle=True, shard_id=shard, num_shards=shards, name="Reader"
+        )
+        if kind == "seed640":
+            images = fn.decoders.image(jpegs, device="mixed")
+            return fn.resize(images, size=(640, 640)), labels
+        images = fn.decoders.image_random_crop(jpegs, device="mixed")
+        images = fn.resize(images, size=(224, 224))
+        return fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT16,
+            output_layout="CHW",
+            mean=MEAN,
+            std=STD,
+            mirror=fn.random.coin_flip(),
+        ), labels
+
+    return pipe()
+
+
+def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue):
+    pipe = build(kind, root, batch, threads, gpu, gpu, shards)
+    for _ in range(warmup):
+        pipe.run()[0].as_cpu()
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(iters):
+        out = pipe.run()[0]
+    out.as_cpu()  # the last batch is finished on the GPU
+    queue.put((gpu, iters * batch, start, time.perf_counter()))
+    pipe.close()
+
+
+def run(kind, root, batch, gpus, iters, warmup) -> float:
+    ctx = mp.get_context("spawn")
+    threads = max(1, (os.cpu_count() or 2) // gpus)
+    barrier, queue = ctx.Barrier(gpus), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=worker, args=(kind, root, batch, threads, g, gpus, iters, warmup, barrier, queue)
+        )
+        for g in range(gpus)
+    ]
+    for p in procs:
+        p.start()
+    results = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    images = sum(r[1] for r in results)
+    window = max(r[3] for r in results) - min(r[2] for r in results)
+    return images / window
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/tmp/dlpipe-bench/imagenet-like")
+    ap.add_argument("--images", type=int, default=20000)
+    ap.add_argument("--pipeline", choices=("seed640", "rn50"), default="rn50")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--iters", type=int, default=150)
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args()
+    import cupy
+
+    n = cupy.cuda.runtime.getDeviceCount()
+    ensure_dataset(args.data, args.images)
+    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup)
+    print(f"{args.pipeline}, 1 GPU: {one:,.0f} img/s", flush=True)
+    if n > 1:
+        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup)
+        print(f"{args.pipeline}, {n} GPUs: {many:,.0f} img/s (x{many / one:.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
