@@ -62,19 +62,50 @@ def list_files(root: str) -> list[str]:
     return out
 
 
-def time_pipe(pipe, batch: int, iters: int, warmup: int) -> float:
+def _gpu_used() -> int:
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    return total - free
+
+
+MEM: dict = {}
+
+
+def time_pipe(pipe, batch: int, iters: int, warmup: int, mem_key: str | None = None) -> float:
+    """img/s over ``iters`` batches after ``warmup``; with ``mem_key``, also the device memory
+    in use (all allocators) at the start, its peak, and its value over the last batches."""
+    used = []
+
     def step():
         outs = pipe.run()
         ev = getattr(outs[0], "_event", None)
         if ev is not None:
             ev.synchronize()  # the consumer gets the batch only once it is ready
+        if mem_key:
+            used.append(_gpu_used())
+        return outs
 
+    base = _gpu_used()
     for _ in range(warmup):
-        step()
+        outs = step()
     start = time.perf_counter()
     for _ in range(iters):
-        step()
+        outs = step()
     rate = iters * batch / (time.perf_counter() - start)
+    if mem_key:
+        out_bytes = (
+            sum(int(np.prod(s)) for s in outs[0].shape())
+            * np.dtype(str(outs[0].as_cpu().at(0).dtype)).itemsize
+        )
+        k = max(1, len(used) // 5)
+        MEM[mem_key] = {
+            "before_pipeline_MB": base >> 20,
+            "peak_MB": max(used) >> 20,
+            "first_fifth_max_MB": max(used[:k]) >> 20,
+            "last_fifth_max_MB": max(used[-k:]) >> 20,
+            "output_batch_MB": out_bytes >> 20,
+        }
     pipe.close()
     return rate
 
@@ -243,11 +274,18 @@ def main() -> None:
         )
     if "c" in only:
         dl = time_pipe(seed_pipe(args.data, b, th, 0, decode_only=True), b, it, wu)
-        add("(c) dlpipe file -> mixed decode", dl)
+        add(f"(c) dlpipe file -> mixed decode, {th} threads", dl)
+        if th > 4:
+            add(
+                "(c) the same, 4 CPU threads",
+                time_pipe(seed_pipe(args.data, b, 4, 0, decode_only=True), b, it, wu),
+            )
         nv = time_nvimgcodec(files, b, it, wu)
         add("(c) nvImageCodec batched decode (HW + hybrid, bytes in memory)", nv)
-        rows[-2]["share_of_nvimgcodec"] = round(dl / nv, 3)
-        print(f"  dlpipe decode = {dl / nv:.1%} of nvImageCodec's own batched decode")
+        for r in rows:
+            if r["pipeline"].startswith("(c) dlpipe") or r["pipeline"].startswith("(c) the"):
+                r["share_of_nvimgcodec"] = round(r["img_s"] / nv, 3)
+                print(f"  {r['pipeline']}: {r['img_s'] / nv:.1%} of nvImageCodec's own decode")
     if "d" in only:
         add(
             "(d) torchvision.io.decode_jpeg(cuda) batched + resize 640x640 (bytes in memory)",
@@ -264,9 +302,15 @@ def main() -> None:
         rate = "n/a" if r["img_s"] is None else f"{r['img_s']:,}"
         tgt = f">= {r['target']:,}" if r["target"] else ""
         print(f"| {r['pipeline']} | {rate} | {tgt} |")
+    for k, v in MEM.items():
+        print(f"device memory during ({k}), all allocators: {v}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine, "batch": b, "threads": th, "rows": rows}, f, indent=1)
+            json.dump(
+                {"machine": machine, "batch": b, "threads": th, "rows": rows, "memory": MEM},
+                f,
+                indent=1,
+            )
 
 
 def profile(root: str, files: list[str], batch: int, iters: int) -> None:

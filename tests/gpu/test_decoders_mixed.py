@@ -113,3 +113,16 @@ def test_mixed_then_gpu_ops(big_root):
     assert g.is_dense_tensor() and g.as_tensor().shape() == [4, 64, 80, 3]
     d = np.abs(g.as_cpu().as_array().astype(int) - c.as_array())
     assert d.mean() < 2.0
+
+
+def test_image_random_crop_roi_decode_path(big_root, monkeypatch):
+    from dlpipe.decoders import _nvimgcodec
+
+    init = _nvimgcodec.MixedDecoder.__init__
+
+    def roi_init(self, op):
+        init(self, op)
+        self.roi_decode = True
+
+    monkeypatch.setattr(_nvimgcodec.MixedDecoder, "__init__", roi_init)
+    test_image_random_crop_mixed_matches_cpu_windows(big_root)

@@ -117,3 +117,27 @@ def test_second_device(image_root):
         pipe.set_outputs(fn.resize(fn.decoders.image(jpegs, device="mixed"), size=(8, 8)))
     (g,) = pipe.run()
     assert g.device_id() == 1 and g.at(0).device.id == 1
+
+
+def test_synchronous_pipeline_runs_the_gpu_stage_in_the_caller(image_root):
+    pipe = _pipe(image_root, exec_async=False, exec_pipelined=False)
+    for _ in range(2):
+        g, c, _, _ = pipe.run()
+        np.testing.assert_array_equal(g.as_cpu().as_array(), c.as_array())
+
+
+def test_tensorlistgpu_from_user_arrays():
+    from dlpipe import PipelineError
+    from dlpipe.tensors_gpu import TensorListGPU
+
+    dense = cupy.arange(24, dtype=cupy.float32).reshape(2, 3, 4)
+    tl = TensorListGPU(dense, "HW")
+    assert len(tl) == 2 and tl.shape() == [(3, 4), (3, 4)] and tl.is_dense_tensor()
+    np.testing.assert_array_equal(tl.as_cpu().as_array(), cupy.asnumpy(dense))
+    ragged = TensorListGPU([cupy.zeros((2, 2), cupy.uint8), cupy.ones((3, 1), cupy.uint8)])
+    assert not ragged.is_dense_tensor()
+    assert [x.shape for x in ragged.as_cpu()._samples] == [(2, 2), (3, 1)]
+    with pytest.raises(PipelineError, match="same shape"):
+        ragged.as_tensor()
+    with pytest.raises(IndexError):
+        ragged[2]
