@@ -244,7 +244,7 @@ def main() -> None:
     print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
     b, th, it, wu = args.batch, args.threads, args.iters, args.warmup
     if args.profile:
-        profile(args.data, files, b, it)
+        profile_decode(files, b)
         return
     only = set(args.only.split(","))
     rows = []
@@ -463,6 +463,65 @@ def profile(root: str, files: list[str], batch: int, iters: int) -> None:
                     f"{reps * batch / dt:,.0f} img/s",
                     flush=True,
                 )
+
+
+def profile_decode(files: list[str], batch: int) -> None:
+    """nvImageCodec's decode while 16 Python threads read files (as the CPU stage does):
+    CodeStreams made beforehand, decoded into fresh images or into reused ones."""
+    import threading
+
+    import cupy
+    from nvidia import nvimgcodec as nvi
+
+    blobs = [np.fromfile(f, np.uint8) for f in files[: batch * 4]]
+    dec = nvi.Decoder(
+        device_id=0,
+        backends=[
+            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=0.9),
+            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
+        ],
+    )
+    s = cupy.cuda.Stream(non_blocking=True)
+    css = [[nvi.CodeStream(b) for b in blobs[k * batch : (k + 1) * batch]] for k in range(4)]
+    prev = [dec.decode(c, cuda_stream=s.ptr) for c in css]
+    s.synchronize()
+    for readers in (0, 4, 16):
+        stop = threading.Event()
+
+        def read_loop(stop=stop):
+            i = 0
+            while not stop.is_set():
+                with open(files[i % len(files)], "rb") as f:
+                    f.read()
+                i += 1
+
+        ts = [threading.Thread(target=read_loop) for _ in range(readers)]
+        for t in ts:
+            t.start()
+        for mode in ("codestreams made", "fresh images", "reused images"):
+            reps = 12
+            t0 = time.perf_counter()
+            for k in range(reps):
+                if mode == "codestreams made":
+                    [nvi.CodeStream(b) for b in blobs[(k % 4) * batch : (k % 4 + 1) * batch]]
+                    continue
+                kw = {"images": prev[k % 4]} if mode == "reused images" else {}
+                try:
+                    out = dec.decode(css[k % 4], cuda_stream=s.ptr, **kw)
+                except Exception as e:
+                    print(f"  {mode}: {e}")
+                    break
+                s.synchronize()
+                if mode == "reused images":
+                    prev[k % 4] = out
+            dt = time.perf_counter() - t0
+            print(
+                f"  {readers:2d} reader threads, {mode:16s}: {dt / reps * 1e3:6.1f} ms/batch",
+                flush=True,
+            )
+        stop.set()
+        for t in ts:
+            t.join()
 
 
 if __name__ == "__main__":
