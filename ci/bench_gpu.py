@@ -230,7 +230,11 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--only", default="a,b,c,d")
-    ap.add_argument("--profile", action="store_true", help="time the stages, then exit")
+    ap.add_argument(
+        "--profile",
+        choices=("stages", "decode"),
+        help="time the stages of a few pipelines, or nvImageCodec under contention",
+    )
     ap.add_argument(
         "--json",
         default=os.environ.get("OUT", "") and os.path.join(os.environ["OUT"], "bench_gpu.json"),
@@ -244,7 +248,9 @@ def main() -> None:
     print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
     b, th, it, wu = args.batch, args.threads, args.iters, args.warmup
     if args.profile:
-        profile_decode(files, b)
+        (profile if args.profile == "stages" else profile_decode)(
+            *((args.data, files, b, it) if args.profile == "stages" else (files, b))
+        )
         return
     only = set(args.only.split(","))
     rows = []
