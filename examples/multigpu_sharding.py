@@ -102,10 +102,11 @@ def main(argv: list[str] | None = None) -> dict:
             files += [labels.source_info(k) for k in range(len(labels))]
             if step == 0:
                 path = os.path.join(args.out, f"shard_{i}.png")
-                show_images(images, path, columns=4)  # GPU batches are copied to the host
-                print(
-                    f"shard {i}: first batch labels {labels.as_array().ravel().tolist()} -> {path}"
-                )
+                # GPU batches are copied to the host; at most 16 pictures
+                show_images(images, path, columns=4, max_images=16)
+                first = labels.as_array().ravel().tolist()
+                more = " ..." if len(first) > 8 else ""
+                print(f"shard {i}: first batch labels {first[:8]}{more} -> {path}")
         pipe.close()
         seen.append(files)
 
