@@ -21,6 +21,7 @@ from .errors import (
 )
 from .pipeline import Pipeline, pipeline_def
 from .tensors import TensorCPU, TensorListCPU
+from .visualize import show_images
 
 __version__ = "0.1.0"
 
@@ -38,5 +39,6 @@ __all__ = [
     "fn",
     "ops",
     "pipeline_def",
+    "show_images",
     "types",
 ]
