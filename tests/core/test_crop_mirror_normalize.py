@@ -351,3 +351,32 @@ def test_gpu_trim_policy_and_per_sample_mean(image_root):
     g, c = _gpu_vs_cpu(image_root, build)
     for i in range(len(c)):
         np.testing.assert_allclose(g.at(i), c.at(i), atol=1e-4)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("mirror", [0, 1])
+def test_float16_chw_fast_path_matches_numpy_reference(channels, mirror):
+    """uint8 HWC -> float16 CHW goes through OpenCV; it must agree with the float32 formula
+    rounded to float16 within one float16 ulp."""
+    rng = np.random.default_rng(channels + 10 * mirror)
+    img = rng.integers(0, 256, (37, 53, channels), dtype=np.uint8)
+    mean, std = rng.uniform(0, 255, channels), rng.uniform(10, 80, channels)
+    op = CropMirrorNormalize(
+        device="cpu",
+        dtype=types.FLOAT16,
+        output_layout="CHW",
+        crop=(20, 30),
+        crop_pos_x=0.3,
+        crop_pos_y=0.7,
+        mean=list(mean),
+        std=list(std),
+    )
+    out = op.run_sample((img,), {"mirror": np.int32(mirror)}, None)
+    y0, x0 = int(0.7 * 17 + 0.5), int(0.3 * 23 + 0.5)
+    ref = img[y0 : y0 + 20, x0 : x0 + 30].astype(np.float32)
+    ref = ref[:, ::-1] if mirror else ref
+    ref = ((ref - mean.astype(np.float32)) / std.astype(np.float32)).transpose(2, 0, 1)
+    ref16 = ref.astype(np.float16)
+    assert out.dtype == np.float16 and out.shape == (channels, 20, 30)
+    ulps = np.abs(out.astype(np.float32) - ref16) / np.spacing(ref16).astype(np.float32)
+    assert ulps.max() <= 1
