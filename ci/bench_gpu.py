@@ -263,10 +263,16 @@ def main() -> None:
 
     if "a" in only:
         add(
-            "(a) dlpipe file -> mixed decode -> resize 640x640",
-            time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu),
+            f"(a) dlpipe file -> mixed decode -> resize 640x640, {th} threads",
+            time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu, "a"),
             20000,
         )
+        if th > 4:
+            add(
+                "(a) the same, 4 CPU threads",
+                time_pipe(seed_pipe(args.data, b, 4, 640), b, it, wu),
+                20000,
+            )
     if "b" in only:
         try:
             rate = time_pipe(rn50_pipe(args.data, b, th), b, it, wu)
