@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import DeviceError, MissingExtraError, require_extra
+from .errors import DeviceError, require_extra
 from .executor import Workspace, _sample_error
 from .graph import DataNode, OpNode
 from .tensors import TensorListCPU
@@ -40,10 +40,7 @@ class GpuStage:
         outputs: Sequence[DataNode],
         layouts: dict[DataNode, str],
     ):
-        try:
-            cupy = require_extra("cupy", "cuda13")
-        except MissingExtraError:
-            raise
+        cupy = require_extra("cupy", "cuda13")
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as e:  # no driver, no device
