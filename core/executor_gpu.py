@@ -13,10 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import DeviceError, require_extra
+from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error
 from .graph import DataNode, OpNode
 from .tensors import TensorListCPU
+
+
+def check_gpu_inputs(gpu_ops: Sequence[OpNode]) -> None:
+    """A GPU operator takes GPU inputs only (DALI's rule); say how to fix the graph."""
+    for node in gpu_ops:
+        for x in node.inputs:
+            if node.device == "gpu" and x.device != "gpu":
+                raise PipelineError(
+                    f"{node.op.schema} (name {node.name!r}) runs on the GPU but its input "
+                    f"{x.name!r} is a CPU node: move that node to the GPU with .gpu() first, "
+                    "or run the operator on the CPU"
+                )
 
 
 class GpuStage:
@@ -40,6 +52,7 @@ class GpuStage:
         outputs: Sequence[DataNode],
         layouts: dict[DataNode, str],
     ):
+        check_gpu_inputs(gpu_ops)
         cupy = require_extra("cupy", "cuda13")
         try:
             count = cupy.cuda.runtime.getDeviceCount()
