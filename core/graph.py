@@ -79,6 +79,9 @@ class Operator:
         batch_level: True when ``run_sample`` is not used: ``run_batch_cpu`` gets whole batches.
         provides_batch: True for sources whose ``batch_params`` returns the iteration's batch
             (its length sets the batch size; StopIteration ends the epoch).
+        light: ``run_sample`` is a few microseconds of Python around I/O or a lookup (reading a
+            file, returning a drawn number). A run of light operators only is not spread over
+            the thread pool: it runs on the stage thread (see ``executor.py``).
     """
 
     schema: str = ""
@@ -90,6 +93,7 @@ class Operator:
     is_reader: bool = False
     batch_level: bool = False
     provides_batch: bool = False
+    light: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)
 

@@ -101,6 +101,7 @@ class CoinFlip(_RandomBase):
     """
 
     schema = "random.coin_flip"
+    light = True
     arg_inputs = frozenset({"probability", "shape"})
 
     def setup(self, *, probability=0.5, shape=None, dtype=None) -> None:
@@ -139,6 +140,7 @@ class Uniform(_RandomBase):
     """
 
     schema = "random.uniform"
+    light = True
     arg_inputs = frozenset({"range", "values", "shape"})
 
     def setup(self, *, range=None, values=None, shape=None, dtype=None) -> None:  # noqa: A002
@@ -195,6 +197,7 @@ class Normal(_RandomBase):
     """
 
     schema = "random.normal"
+    light = True
     arg_inputs = frozenset({"mean", "stddev", "shape"})
     _base = "normal"
 

@@ -84,6 +84,7 @@ class ExternalSource(Operator):
     """
 
     schema = "external_source"
+    light = True
     devices = ("cpu", "gpu")
     num_inputs = (0, 0)
     provides_batch = True

@@ -103,6 +103,7 @@ class FileReader(Operator):
     """
 
     schema = "readers.file"
+    light = True
     num_inputs = (0, 0)
     num_outputs = 2
     is_random = True

@@ -158,6 +158,7 @@ class NumpyReader(Operator):
     """
 
     schema = "readers.numpy"
+    light = True
     num_inputs = (0, 0)
     num_outputs = 1
     is_random = True

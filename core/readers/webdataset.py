@@ -202,6 +202,7 @@ class WebdatasetReader(Operator):
     """
 
     schema = "readers.webdataset"
+    light = True
     num_inputs = (0, 0)
     num_outputs = 1
     is_random = True

@@ -82,3 +82,28 @@ def test_batch_level_operator_splits_segments(make_files):
     pipe = build(root, 3, 2, chain=("fail", "batch", "fail"))
     assert sample_ids(pipe.run()[0]) == [0 + 1 + 2] * 3
     assert sample_ids(pipe.run()[0]) == [3 + 4 + 5] * 3
+
+
+def test_light_operators_run_on_the_stage_thread(make_files):
+    import threading
+
+    root, _ = make_files(8)
+    pipe = Pipeline(batch_size=4, num_threads=4, seed=1)
+    with pipe:
+        data, _ = fn.readers.file(file_root=root, random_shuffle=True)
+        pipe.set_outputs(data, fn.random.coin_flip())
+    first = sample_ids(pipe.run()[0])
+    workers = [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("dlpipe-worker")
+        and t.is_alive()
+        and pipe._executor._pool is not None
+        and t in getattr(pipe._executor._pool, "_threads", ())
+    ]
+    assert workers == []  # the pool was never used
+    ref = Pipeline(batch_size=4, num_threads=1, seed=1)
+    with ref:
+        data, _ = fn.readers.file(file_root=root, random_shuffle=True)
+        ref.set_outputs(data, fn.random.coin_flip())
+    assert sample_ids(ref.run()[0]) == first

@@ -262,8 +262,8 @@ def test_close_stops_threads(make_files):
     root, _ = make_files(4)
     before = set(threading.enumerate())
     pipe = Pipeline(batch_size=2, num_threads=3)
-    with pipe:
-        pipe.set_outputs(fn.readers.file(file_root=root)[0])
+    with pipe:  # cast is not a light operator: it runs on the worker threads
+        pipe.set_outputs(fn.cast(fn.readers.file(file_root=root)[1], dtype=np.float32))
     pipe.run()
     started = [t for t in set(threading.enumerate()) - before if t.name.startswith("dlpipe")]
     assert len(started) >= 2  # the stage thread and the workers
