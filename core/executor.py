@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+import numpy as np
+
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, OpNode
 from .profiler import Profiler
@@ -45,6 +47,17 @@ class Workspace:
     params: dict[OpNode, list | None] = field(default_factory=dict)
     gpu: Any = None  # per-iteration GPU state (events, buffers), owned by the GPU stage
     state: list | None = None  # operator states after this iteration (checkpointing)
+    dense: dict[DataNode, _DenseBatch] = field(default_factory=dict)
+
+
+class _DenseBatch:
+    """The batch buffer of one CPU output: samples are copied in as they finish (see
+    ``Executor._to_dense``); ``ragged`` once a sample's shape or dtype differs."""
+
+    def __init__(self, first: np.ndarray, n: int):
+        self.array = np.empty((n, *first.shape), first.dtype)
+        self.written = bytearray(n)
+        self.ragged = False
 
 
 class _EndOfData:
@@ -134,6 +147,8 @@ class Executor:
         self.profiler = Profiler()
         self.last_state: list | None = None
         self._segments = self._split_segments()
+        self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
+        self._dense_lock = threading.Lock()
         self._pool = (
             ThreadPoolExecutor(num_threads, thread_name_prefix="dlpipe-worker")
             if num_threads > 1
@@ -345,7 +360,7 @@ class Executor:
         errors: list[BaseException] = []
         skipped: dict[int, tuple[OpNode, str]] = {}
         indices = iter(range(ws.batch_size))
-
+        to_dense = [dn for n in nodes for dn in n.outputs if dn in self._cpu_outputs]
         prof = self.profiler
 
         def drain() -> None:
@@ -369,6 +384,9 @@ class Executor:
                         times[node.name] += end - start
                         counts[node.name] += 1
                         prof.span(node.name, "operator", start, end)
+                    else:
+                        for dn in to_dense:
+                            self._to_dense(ws, dn, i)
             finally:
                 prof.add_ops(times, counts, info)
 
@@ -415,6 +433,46 @@ class Executor:
                 values[i] = values[j]
             ws.source_info[i] = ws.source_info[j]
 
+    def _to_dense(self, ws: Workspace, dn: DataNode, i: int) -> None:
+        """Copy sample ``i`` of output ``dn`` into its batch buffer while it is still in cache,
+        on the worker that made it, and keep a view of the row. Frameworks take the batch as
+        one array; stacking it later would be one large copy on the consumer's thread (157 MB
+        per batch of 128 images of 640x640)."""
+        value = ws.values[dn][i]
+        slot = ws.dense.get(dn)
+        if slot is None:
+            with self._dense_lock:
+                slot = ws.dense.get(dn)
+                if slot is None and isinstance(value, np.ndarray):
+                    slot = ws.dense[dn] = _DenseBatch(value, ws.batch_size)
+        if slot is None or slot.ragged:
+            return
+        if (
+            not isinstance(value, np.ndarray)
+            or value.shape != slot.array.shape[1:]
+            or (value.dtype != slot.array.dtype)
+        ):
+            slot.ragged = True
+            return
+        row = slot.array[i, ...]  # a view, also for 0-d samples
+        row[...] = value
+        ws.values[dn][i] = row
+        slot.written[i] = 1
+
+    def _batch(self, ws: Workspace, dn: DataNode):
+        """The output as one array when every sample fitted its buffer, else the sample list."""
+        slot = ws.dense.get(dn)
+        values = ws.values[dn]
+        if slot is None or slot.ragged:
+            return values
+        for i, done in enumerate(slot.written):
+            if not done:  # a replaced (skipped) sample, or one made outside the pool
+                v = values[i]
+                if v.shape != slot.array.shape[1:] or v.dtype != slot.array.dtype:
+                    return values
+                slot.array[i] = v
+        return slot.array
+
     @staticmethod
     def _run_one(node: OpNode, i: int, ws: Workspace) -> None:
         values = ws.values
@@ -436,7 +494,7 @@ class Executor:
             self.profiler.add_stage("gpu", start, perf_counter())
             return outputs, ws.state
         outputs = tuple(
-            TensorListCPU(ws.values[x], self.layouts.get(x, ""), ws.source_info)
+            TensorListCPU(self._batch(ws, x), self.layouts.get(x, ""), ws.source_info)
             for x in self.outputs
         )
         return outputs, ws.state

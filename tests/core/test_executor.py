@@ -107,3 +107,23 @@ def test_light_operators_run_on_the_stage_thread(make_files):
         data, _ = fn.readers.file(file_root=root, random_shuffle=True)
         ref.set_outputs(data, fn.random.coin_flip())
     assert sample_ids(ref.run()[0]) == first
+
+
+def test_equal_shape_outputs_arrive_as_one_array_ragged_ones_as_lists(image_root):
+    pipe = Pipeline(batch_size=6, num_threads=3, seed=1)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=image_root, random_shuffle=True)
+        images = fn.decoders.image(jpegs)
+        pipe.set_outputs(fn.resize(images, size=(20, 30)), images, labels)
+    resized, decoded, labels = pipe.run()
+    dense = resized.as_tensor()
+    assert dense.shape == (6, 20, 30, 3) and resized.as_tensor() is dense
+    assert all(np.shares_memory(resized.at(i), dense) for i in range(6))
+    assert not decoded.is_dense_tensor()  # the source images differ in size
+    assert labels.as_tensor().shape == (6, 1)
+    # the copies hold the right pixels: recompute sample 2 through its own pipeline
+    ref = Pipeline(batch_size=6, num_threads=1, seed=1)
+    with ref:
+        jpegs, _ = fn.readers.file(file_root=image_root, random_shuffle=True)
+        ref.set_outputs(fn.resize(fn.decoders.image(jpegs), size=(20, 30)))
+    np.testing.assert_array_equal(ref.run()[0].at(2), dense[2])
