@@ -34,7 +34,8 @@ def time_dlpipe(root: str, batch: int, threads: int, size: int, seconds: float) 
         pipe.run()
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds or n < 3:
-        pipe.run()
+        images, _ = pipe.run()
+        images.as_tensor()  # what a training loop takes: one (N, H, W, C) array
         n += 1
     rate = n * batch / (time.perf_counter() - start)
     pipe.close()

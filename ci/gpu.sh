@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -c "import cupy; print('GPU:', cupy.cuda.runtime.getDeviceProperties(0)['name'].decode())"
-python3 -m pytest -m "gpu or multi_gpu" tests/gpu -q -p no:cacheprovider "$@"
+python3 -m pytest -m "gpu or multi_gpu" tests -q -p no:cacheprovider "$@"
