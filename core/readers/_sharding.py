@@ -200,3 +200,90 @@ class ShardedLoader:
         self._returned += 1
         self._last = index
         return index
+
+
+class ListSharding:
+    """The sharding of a *list of files*, as DALI's file readers (file, numpy) do it.
+
+    ``random_shuffle`` shuffles the list once, with DALI's fixed seed, so every shard sees the
+    same permutation (the buffer shuffle then uses the operator's RNG);
+    ``shuffle_after_epoch`` reshuffles the whole list at every epoch start with seed
+    ``shuffle_after_epoch_seed + epoch``, each shuffle applied to the previous order (DALI
+    without checkpointing; a restored checkpoint replays them, so the order is the same).
+
+    It has the loader's interface (``next_batch`` giving list indices, ``meta``,
+    ``state_dict``), so a reader keeps it as ``self.loader`` and checkpoints see it.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        random_shuffle: bool = False,
+        initial_fill: int = 1024,
+        shuffle_after_epoch: bool = False,
+        shuffle_after_epoch_seed: int | None = None,
+        stick_to_shard: bool | None = None,
+        pad_last_batch: bool = False,
+        who: str = "reader",
+    ):
+        if shuffle_after_epoch and random_shuffle:
+            raise ArgumentError(
+                f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True"
+            )
+        if shuffle_after_epoch and stick_to_shard:
+            raise ArgumentError(
+                f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
+            )
+        self._options = dict(
+            shard_id=shard_id,
+            num_shards=num_shards,
+            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
+            pad_last_batch=pad_last_batch,
+            initial_fill=initial_fill,
+            random_shuffle=random_shuffle,
+            who=who,
+        )
+        self._size = size
+        self._order = np.arange(size)
+        if random_shuffle:
+            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(size)
+        self._seed = (
+            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
+        )
+        self._reorder = self._epoch_order if shuffle_after_epoch else None
+        self._cache: tuple[int, np.ndarray] = (0, self._order)
+        self._loader = ShardedLoader(size, reorder=self._reorder, **self._options)  # checks
+
+    def bind(self, rng: np.random.Generator) -> None:
+        """Start streaming with the operator's RNG (the buffer shuffle)."""
+        self._loader = ShardedLoader(self._size, rng=rng, reorder=self._reorder, **self._options)
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        cached_epoch, order = self._cache
+        if epoch < cached_epoch:
+            cached_epoch, order = 0, self._order
+        for e in range(cached_epoch + 1, epoch + 1):
+            order = order[
+                np.random.Generator(np.random.MT19937(self._seed + e)).permutation(len(order))
+            ]
+        self._cache = (epoch, order)
+        return order
+
+    def next_batch(self, batch_size: int) -> list[int]:
+        """List indices of the next batch."""
+        positions = self._loader.next_batch(batch_size)
+        if self._reorder is not None:  # the loader applied the epoch's order already
+            return positions
+        return [int(self._order[i]) for i in positions]
+
+    def meta(self) -> dict[str, int]:
+        return self._loader.meta()
+
+    def state_dict(self) -> dict:
+        return self._loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self._loader.load_state_dict(state)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedLoader
+from ._sharding import ListSharding
 
 # DALI's default ``file_filters`` (known image and audio extensions).
 KNOWN_EXTENSIONS = (
@@ -141,14 +141,6 @@ class FileReader(Operator):
             raise ArgumentError(f"{who}: labels= needs files=")
         if files is None and file_list is None and file_root is None:
             raise ArgumentError(f"{who}: give file_root=, file_list= or files=")
-        if shuffle_after_epoch and random_shuffle:
-            raise ArgumentError(
-                f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True"
-            )
-        if shuffle_after_epoch and stick_to_shard:
-            raise ArgumentError(
-                f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
-            )
 
         if files is not None:
             files = [files] if isinstance(files, str) else list(files)
@@ -179,57 +171,28 @@ class FileReader(Operator):
         self.labels = np.asarray(labels, dtype=np.int32)
         if (self.labels < 0).any():
             raise ArgumentError(f"{who}: labels must be non-negative")
-        self._options = dict(
+        self.loader = ListSharding(
+            len(self.files),
             shard_id=shard_id,
             num_shards=num_shards,
-            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
-            pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
             random_shuffle=random_shuffle,
+            initial_fill=initial_fill,
+            shuffle_after_epoch=shuffle_after_epoch,
+            shuffle_after_epoch_seed=shuffle_after_epoch_seed,
+            stick_to_shard=stick_to_shard,
+            pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
-        self._order = np.arange(len(self.files))
-        if random_shuffle:
-            # Shuffled once, with a fixed seed, so every shard sees the same permutation.
-            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(
-                len(self.files)
-            )
-        self._shuffle_seed = (
-            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
-        )
-        self._reorder = self._epoch_order if shuffle_after_epoch else None
-        self._order_cache: tuple[int, np.ndarray] = (0, self._order)
-        # Validate the shard arguments now (before anything runs).
-        self.loader = ShardedLoader(len(self.files), **self._options)
-
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        """The list order of ``epoch`` (1-based) with ``shuffle_after_epoch``: each epoch's
-        shuffle applies to the previous order (DALI without checkpointing). Kept so, also when
-        restoring a checkpoint: the order is rebuilt by replaying the shuffles."""
-        cached_epoch, order = self._order_cache
-        if epoch < cached_epoch:
-            cached_epoch, order = 0, self._order
-        for e in range(cached_epoch + 1, epoch + 1):
-            perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + e)).permutation(
-                len(order)
-            )
-            order = order[perm]
-        self._order_cache = (epoch, order)
-        return order
 
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
-        self.loader = ShardedLoader(
-            len(self.files), rng=self.rng, reorder=self._reorder, **self._options
-        )
+        self.loader.bind(self.rng)
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()
 
     def batch_params(self, n: int) -> list[int]:
-        if self._reorder is not None:
-            return self.loader.next_batch(n)
-        return [int(self._order[i]) for i in self.loader.next_batch(n)]
+        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return self.files[param]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedLoader
+from ._sharding import ListSharding
 
 MAGIC = b"\x93NUMPY"
 POLICIES = ("error", "pad", "trim_to_shape")
@@ -205,14 +205,6 @@ class NumpyReader(Operator):
             raise ArgumentError(f"{who}: give either files= or file_list=, not both")
         if files is None and file_list is None and file_root is None:
             raise ArgumentError(f"{who}: give file_root=, file_list= or files=")
-        if shuffle_after_epoch and random_shuffle:
-            raise ArgumentError(
-                f"{who}: shuffle_after_epoch=True cannot go with random_shuffle=True"
-            )
-        if shuffle_after_epoch and stick_to_shard:
-            raise ArgumentError(
-                f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
-            )
         if use_o_direct and not dont_use_mmap:
             raise ArgumentError(f"{who}: use_o_direct=True needs dont_use_mmap=True")
         if out_of_bounds_policy not in POLICIES:
@@ -266,26 +258,18 @@ class NumpyReader(Operator):
         self.dont_use_mmap = bool(dont_use_mmap)
         self._headers: dict[str, NpyHeader] | None = {} if cache_header_information else None
 
-        self._options = dict(
+        self.loader = ListSharding(
+            len(self.files),
             shard_id=shard_id,
             num_shards=num_shards,
-            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
-            pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
             random_shuffle=random_shuffle,
+            initial_fill=initial_fill,
+            shuffle_after_epoch=shuffle_after_epoch,
+            shuffle_after_epoch_seed=shuffle_after_epoch_seed,
+            stick_to_shard=stick_to_shard,
+            pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
-        self._order = np.arange(len(self.files))
-        if random_shuffle:
-            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(
-                len(self.files)
-            )
-        self._shuffle_seed = (
-            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
-        )
-        self._reorder = self._epoch_order if shuffle_after_epoch else None
-        self._order_cache: tuple[int, np.ndarray] = (0, self._order)
-        self.loader = ShardedLoader(len(self.files), **self._options)
 
     def _check_roi_names(self, roi: dict) -> None:
         if sum(n in roi for n in ROI_START) > 1:
@@ -297,35 +281,15 @@ class NumpyReader(Operator):
             )
 
     # --- the sharded stream (as in readers/file.py) -----------------------------------------
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        """The list order of ``epoch`` (1-based) with ``shuffle_after_epoch``: each epoch's
-        shuffle applies to the previous order (DALI without checkpointing), replayed from the
-        start when a checkpoint restores an earlier epoch."""
-        cached_epoch, order = self._order_cache
-        if epoch < cached_epoch:
-            cached_epoch, order = 0, self._order
-        for e in range(cached_epoch + 1, epoch + 1):
-            perm = np.random.Generator(np.random.MT19937(self._shuffle_seed + e)).permutation(
-                len(order)
-            )
-            order = order[perm]
-        self._order_cache = (epoch, order)
-        return order
-
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
-        self.loader = ShardedLoader(
-            len(self.files), rng=self.rng, reorder=self._reorder, **self._options
-        )
+        self.loader.bind(self.rng)
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()
 
     def batch_params(self, n: int) -> list[tuple[int, NpyHeader]]:
-        if self._reorder is not None:
-            indices = self.loader.next_batch(n)
-        else:
-            indices = [int(self._order[i]) for i in self.loader.next_batch(n)]
+        indices = self.loader.next_batch(n)
         # The headers are read here (small reads) so that a batch mixing dtypes or ranks fails
         # with both file names, as in DALI.
         params = [(i, self.header(self.paths[i])) for i in indices]
