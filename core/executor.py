@@ -118,6 +118,7 @@ class Executor:
         depth: iterations queued by the first ``schedule()``.
         run_async: run stages on background threads.
         gpu_stage: optional callable finishing a workspace on the GPU and returning outputs.
+        gpu_ops: mixed/GPU operator nodes; their ``batch_params`` are drawn on the CPU stage.
         snapshot: optional callable returning the operators' states; called after each
             iteration's parameters are drawn, so ``last_state`` is the state right after the
             batch the consumer took last (checkpoints stay exact despite prefetching).
@@ -134,6 +135,7 @@ class Executor:
         run_async: bool,
         gpu_stage: Callable[[Workspace], tuple] | None = None,
         snapshot: Callable[[], list] | None = None,
+        gpu_ops: Sequence[OpNode] = (),
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -143,9 +145,12 @@ class Executor:
         self.depth = max(1, depth)
         self.run_async = run_async
         self.gpu_stage = gpu_stage
+        self.gpu_ops = list(gpu_ops)
         self.snapshot = snapshot
         self.skipped: list[dict] = []  # samples dropped by on_error="skip" operators
         self.profiler = Profiler()
+        if gpu_stage is not None:
+            gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
         if num_threads > 1:
@@ -339,6 +344,8 @@ class Executor:
             if node.op.is_reader and source_info is None and params is not None:
                 source_info = [node.op.source_info(p) for p in params]
         ws.source_info = source_info or [""] * n
+        for node in self.gpu_ops:  # their random numbers too, in order, before the snapshot
+            ws.params[node] = node.op.batch_params(n)
         if self.snapshot is not None:
             ws.state = self.snapshot()
         for node in self.cpu_ops:

@@ -12,6 +12,7 @@ never overwritten while someone holds it, and memory stays flat from one epoch t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from time import perf_counter
 
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error
@@ -77,6 +78,7 @@ class GpuStage:
         self.ops = list(gpu_ops)
         self.outputs = list(outputs)
         self.layouts = layouts
+        self.profiler = None  # set by the executor
 
     def __call__(self, ws: Workspace) -> tuple:
         cupy = self._cupy
@@ -84,14 +86,24 @@ class GpuStage:
         with cupy.cuda.Device(self.device_id), self.stream:
             for node in self.ops:
                 op = node.op
-                params = op.batch_params(n)
-                ws.params[node] = params
+                # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
+                # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
+                params = ws.params[node] if node in ws.params else op.batch_params(n)
                 inputs = [ws.values[x] for x in node.inputs]
                 args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                start = perf_counter()
                 try:
                     outs = op.run_batch(inputs, args, params, self.stream)
                 except BaseException as e:
                     raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
+                if self.profiler is not None:  # host time: enqueueing, plus decode calls
+                    end = perf_counter()
+                    self.profiler.add_ops(
+                        {node.name: end - start},
+                        {node.name: n},
+                        {node.name: (op.schema, op.device)},
+                    )
+                    self.profiler.span(node.name, "gpu operator (host)", start, end)
                 if len(node.outputs) == 1:
                     outs = (outs[0] if isinstance(outs, tuple) else outs,)
                 elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):

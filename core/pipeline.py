@@ -306,6 +306,7 @@ class Pipeline:
             self._exec_async and self._exec_pipelined,
             gpu_stage,
             snapshot,
+            gpu_ops,
         )
         self._built = True
 
