@@ -4,8 +4,8 @@ on the CPU stage, so the snapshot of an iteration covers them."""
 from __future__ import annotations
 
 import pytest
-from conftest import check_checkpoint_resumes
 
+from conftest import check_checkpoint_resumes
 from dlpipe import Pipeline, fn
 
 pytestmark = pytest.mark.gpu
