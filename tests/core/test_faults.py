@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import cv2
 import numpy as np
@@ -105,4 +106,62 @@ def test_failed_pipeline_closes_and_frees_its_threads(tmp_path):
         pipe.run()
     started = [t for t in set(threading.enumerate()) - before if t.name.startswith("dlpipe")]
     pipe.close()
+    assert started and not any(t.is_alive() for t in started)
+
+
+_CTRL_C_SCRIPT = """
+import sys, time
+import numpy as np
+from dlpipe import Pipeline, fn
+
+def slow(info):
+    time.sleep(0.05)
+    return np.zeros((4, 64, 64, 3), np.uint8)
+
+pipe = Pipeline(batch_size=4, num_threads=3, prefetch_queue_depth=3)
+with pipe:
+    pipe.set_outputs(fn.cast(fn.external_source(slow, batch_info=True), dtype=np.float32))
+print("started", flush=True)
+while True:
+    pipe.run()
+"""
+
+
+def test_ctrl_c_during_iteration_exits_promptly(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CTRL_C_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(0.5)  # iterating, with prefetched batches and busy workers
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+
+
+def test_garbage_collection_stops_the_threads(tmp_path):
+    import gc
+
+    root = dataset(tmp_path, 4, bad=set())
+    before = set(threading.enumerate())
+    pipe = Pipeline(batch_size=4, num_threads=3, seed=1)
+    with pipe:
+        pipe.set_outputs(fn.decoders.image(fn.readers.file(file_root=root)[0]))
+    pipe.run()
+    started = [t for t in set(threading.enumerate()) - before if t.name.startswith("dlpipe")]
+    del pipe
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert started and not any(t.is_alive() for t in started)
