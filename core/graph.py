@@ -50,7 +50,8 @@ class DataNode:
         return _call_operator("_copy_to_gpu", (self,), {"device": "mixed"})[0]
 
     def cpu(self) -> DataNode:
-        """Copy a GPU node back to the host (dlpipe allows GPU -> CPU, unlike classic DALI)."""
+        """GPU -> CPU inside the graph is not supported (as in DALI's classic executor): take
+        the GPU output and call ``TensorListGPU.as_cpu()`` on it instead."""
         if self.device == "cpu":
             return self
         raise PipelineError(
