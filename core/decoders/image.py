@@ -69,6 +69,11 @@ class _DecoderBase(Operator):
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
+        if on_error == "skip" and self.device == "mixed":
+            raise ArgumentError(
+                f"{self.schema}: on_error='skip' works with device='cpu' only so far; the mixed "
+                "decoder raises on a corrupt image (naming the file)"
+            )
         self.on_error = on_error
         self.output_type = to_image_type(output_type)
         self.hw_decoder_load = float(hw_decoder_load)
@@ -114,7 +119,8 @@ class ImageDecoder(_DecoderBase):
         on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
             ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
             sample of the same batch (all its outputs, label included), so batches stay full
-            and epochs keep their length; ``pipe.skipped()`` lists what was skipped.
+            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. CPU
+            decoding only, so far.
     """
 
     schema = "decoders.image"

@@ -165,3 +165,10 @@ def test_garbage_collection_stops_the_threads(tmp_path):
     while any(t.is_alive() for t in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert started and not any(t.is_alive() for t in started)
+
+
+def test_skip_is_cpu_only_for_now():
+    pipe = Pipeline(batch_size=1, num_threads=1)
+    with pytest.raises(ArgumentError, match="device='cpu' only"):
+        with pipe:
+            fn.decoders.image(fn.readers.file(files=["x"])[0], device="mixed", on_error="skip")
