@@ -152,7 +152,9 @@ def main(argv=None) -> None:
     shard_id, num_shards, local_rank = distributed_shard()
     if gpu:
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if gpu else "gloo")
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert (rank, world) == (shard_id, num_shards)
     torch.manual_seed(args.seed)

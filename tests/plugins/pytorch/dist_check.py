@@ -53,7 +53,9 @@ def main() -> None:
     shard_id, num_shards, device_id = distributed_shard()
     if backend == "nccl":
         torch.cuda.set_device(device_id)
-    dist.init_process_group(backend)
+        dist.init_process_group(backend, device_id=torch.device("cuda", device_id))
+    else:
+        dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if (shard_id, num_shards) != (rank, world) or device_id != rank:
         raise AssertionError(f"distributed_shard() = {(shard_id, num_shards, device_id)}")
