@@ -15,7 +15,8 @@ Choices where DALI's documentation is silent (stated here on purpose):
 * ``batch=False`` with a per-sample callable: StopIteration for any sample ends the epoch and
   the incomplete batch is dropped. With a per-sample iterable, the last batch may be partial.
 * ``parallel=True`` runs a per-sample callable (``batch=False``) in ``py_num_workers`` worker
-  processes (``py_start_method``: "fork" or "spawn"); results come back pickled.
+  processes (``py_start_method``: "fork" or "spawn"); arrays of 64 KB or more come back
+  through shared memory, smaller ones pickled.
 * CuPy arrays and DLPack objects are accepted and copied to host memory; a ``device="gpu"``
   source hands its batch to the GPU stage through a pinned-memory copy.
 """
@@ -254,7 +255,7 @@ class ExternalSource(Operator):
             for i in range(n)
         ]
         if self._pool is not None:
-            return self._pool.map(self.source, infos)
+            return [_from_shm(r) for r in self._pool.map(_ShmCall(self.source), infos)]
         return [self.source(info) for info in infos]
 
     def _to_samples(self, raw, n: int) -> list:
@@ -298,6 +299,43 @@ class ExternalSource(Operator):
 
     def run_sample(self, inputs, args, param):
         return param
+
+
+class _ShmCall:
+    """Runs a per-sample callback in a worker process and hands a large array back through
+    shared memory instead of a pickle (small results travel as they are)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self, info):
+        from multiprocessing import resource_tracker, shared_memory
+
+        out = np.asarray(to_host_array(self.source(info), "external_source"))
+        if out.nbytes < 65536:
+            return out
+        shm = shared_memory.SharedMemory(create=True, size=out.nbytes)
+        # The parent attaches (which registers it again) and unlinks: one registration only.
+        resource_tracker.unregister(shm._name, "shared_memory")
+        try:
+            np.ndarray(out.shape, out.dtype, buffer=shm.buf)[...] = out
+            return ("shm", shm.name, out.shape, out.dtype.str)
+        finally:
+            shm.close()  # the parent unlinks it after copying
+
+
+def _from_shm(result):
+    if not (isinstance(result, tuple) and result and result[0] == "shm"):
+        return result
+    from multiprocessing import shared_memory
+
+    _, name, shape, dtype = result
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        return np.ndarray(shape, np.dtype(dtype), buffer=shm.buf).copy()
+    finally:
+        shm.close()
+        shm.unlink()
 
 
 def _is_iterable_source(source) -> bool:

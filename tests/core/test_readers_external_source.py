@@ -173,3 +173,20 @@ def test_callback_exception_reaches_caller_with_its_type(mode):
         pipe.run()
     assert any("external_source" in n for n in getattr(info.value, "__notes__", []))
     pipe.close()
+
+
+def _big_sample(info):
+    return np.full((256, 256, 3), info.idx_in_epoch, np.uint8)  # 192 KB: via shared memory
+
+
+def test_parallel_large_samples_travel_through_shared_memory():
+    import glob
+
+    before = set(glob.glob("/dev/shm/*"))
+    pipe = Pipeline(batch_size=3, num_threads=1, py_num_workers=2, py_start_method="fork")
+    with pipe:
+        pipe.set_outputs(fn.external_source(_big_sample, batch=False, parallel=True))
+    out = pipe.run()[0].as_array()
+    assert out.shape == (3, 256, 256, 3) and [int(out[i].mean()) for i in range(3)] == [0, 1, 2]
+    pipe.close()
+    assert set(glob.glob("/dev/shm/*")) - before == set()  # every block was unlinked
