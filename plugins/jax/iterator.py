@@ -417,13 +417,25 @@ def _iterator_decorator(
 
         @functools.wraps(func)
         def create_iterator(*args, checkpoints=None, **kwargs):
-            if checkpoints is not None:
-                raise ArgumentError("checkpoints= is not supported yet by the dlpipe JAX plugin")
             kwargs.setdefault("num_threads", 4)
+            if checkpoints is not None:
+                checkpoints = list(checkpoints)
+                kwargs["enable_checkpointing"] = True
+
+            def restored(i: int) -> dict:
+                if checkpoints is None:
+                    return {}
+                return {"checkpoint": checkpoints[i]}
+
             if not per_device:
                 if "device_id" not in kwargs:
                     kwargs["device_id"] = 0 if jax.local_devices()[0].platform != "cpu" else None
-                pipes = [make_pipe(*args, **kwargs)]
+                if checkpoints is not None and len(checkpoints) != 1:
+                    raise ArgumentError(
+                        f"checkpoints= has {len(checkpoints)} entries; this iterator has one "
+                        "pipeline"
+                    )
+                pipes = [make_pipe(*args, **kwargs, **restored(0))]
                 return iterator_cls(pipes, **iterator_kwargs, sharding=None)
             taken = [k for k in ("device_id", "shard_id", "num_shards") if k in kwargs]
             if taken:
@@ -453,8 +465,13 @@ def _iterator_decorator(
                     f"batch_size={batch!r} (the global batch) must be a multiple of the "
                     f"{num_shards} devices"
                 )
+            if checkpoints is not None and len(checkpoints) != len(devs):
+                raise ArgumentError(
+                    f"checkpoints= has {len(checkpoints)} entries; give one per device "
+                    f"({len(devs)}), as it.checkpoints() returns them"
+                )
             pipes = []
-            for dev, shard_id in zip(devs, shard_ids, strict=True):
+            for i, (dev, shard_id) in enumerate(zip(devs, shard_ids, strict=True)):
                 device_id = None if dev.platform == "cpu" else local.index(dev)
                 pipes.append(
                     make_pipe(
@@ -464,6 +481,7 @@ def _iterator_decorator(
                         shard_id=shard_id,
                         num_shards=num_shards,
                         **kwargs,
+                        **restored(i),
                     )
                 )
             return iterator_cls(pipes, **iterator_kwargs, sharding=sharding, devices=devs)

@@ -1,0 +1,73 @@
+"""The JAX iterators resume exactly from their checkpoints (the reusable check), also through
+``@data_iterator(...)(checkpoints=...)`` over 4 devices."""
+
+from __future__ import annotations
+
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+from conftest import check_iterator_checkpoint_resumes, iterate_with_epochs  # noqa: E402
+from dlpipe import ArgumentError, Pipeline, fn  # noqa: E402
+from dlpipe.plugins.jax import GenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+
+@pytest.mark.parametrize("stop", [0, 3, 7])
+def test_generic_iterator_resumes_exactly(make_files, stop):
+    root, _ = make_files(13)
+
+    def make_pipes(checkpoints=None):
+        pipe = Pipeline(
+            batch_size=4,
+            num_threads=1,
+            device_id=None,
+            seed=2,
+            enable_checkpointing=True,
+            checkpoint=None if checkpoints is None else checkpoints[0],
+        )
+        with pipe:
+            data, label = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+            pipe.set_outputs(data, label)
+        return [pipe]
+
+    def make_iter(pipes):
+        return GenericIterator(
+            pipes,
+            ["data", "label"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+        )
+
+    check_iterator_checkpoint_resumes(make_pipes, make_iter, stop, 10)
+
+
+def test_data_iterator_restores_one_checkpoint_per_device(make_files):
+    if len(jax.devices()) != 4:
+        pytest.skip("needs the 4 virtual CPU devices of this folder's conftest")
+    root, _ = make_files(40)
+    sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
+
+    @data_iterator(output_map=["data"], reader_name="Reader", sharding=sharding)
+    def loader(shard_id, num_shards):
+        data, _ = fn.readers.file(
+            file_root=root,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            random_shuffle=True,
+            initial_fill=4,
+            name="Reader",
+        )
+        return data
+
+    want = iterate_with_epochs(loader(batch_size=8, seed=1, enable_checkpointing=True), 9)
+    it = loader(batch_size=8, seed=1, enable_checkpointing=True)
+    assert iterate_with_epochs(it, 4) == want[:4]
+    cps = it.checkpoints()
+    assert len(cps) == 4
+    assert iterate_with_epochs(loader(batch_size=8, seed=1, checkpoints=cps), 5) == want[4:]
+    with pytest.raises(ArgumentError, match="one per device"):
+        loader(batch_size=8, checkpoints=cps[:2])
