@@ -69,7 +69,7 @@ def _tables(device_id: int):
     """The coefficient tables of every filter type in one device array, and their offsets."""
     import cupy
 
-    from ..operators.resize import FilterType, filter_table
+    from ..operators._resize_params import FilterType, filter_table
 
     offsets, chunks, pos = {}, [], 0
     for t in FilterType:
@@ -85,7 +85,7 @@ def _tables(device_id: int):
 def _axis(extent: float, out_size: int, min_filter: int, mag_filter: int, antialias: bool):
     """(kind, anchor, table scale, taps) of one axis: ``resize.select_axis_filter`` and
     ``resize.window_geometry``, memoised."""
-    from ..operators.resize import FilterType, select_axis_filter, window_geometry
+    from ..operators._resize_params import FilterType, select_axis_filter, window_geometry
 
     flt = select_axis_filter(
         extent, out_size, FilterType(min_filter), FilterType(mag_filter), antialias
@@ -186,7 +186,7 @@ def _geometry(op, hw: np.ndarray, args: dict):
     goes through ``op.params_for`` per sample, memoised per input size when no argument input
     changes the arguments.
     """
-    from ..operators.resize import ResizeMode
+    from ..operators._resize_params import ResizeMode
 
     n = len(hw)
     st = op._static

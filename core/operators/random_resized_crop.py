@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ._crop_window import RandomCropWindow
-from .resize import ResamplingAttrs, ResizeParams, resample
+from ._resize_params import ResizeParams
+from .resize import ResamplingAttrs, resample
 
 
 def _size_arg(size) -> tuple[int, int]:

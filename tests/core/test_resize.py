@@ -10,14 +10,13 @@ import pytest
 
 from dlpipe import ArgumentError, Pipeline, fn, ops, types
 from dlpipe.graph import REGISTRY
-from dlpipe.operators.resize import (
-    ResamplingAttrs,
-    Resize,
+from dlpipe.operators._resize_params import (
     axis_coeffs,
     output_size,
     resize_params,
     select_axis_filter,
 )
+from dlpipe.operators.resize import ResamplingAttrs, Resize
 
 # --- an independent reference -------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from dlpipe.kernels.resize import (  # noqa: E402
     resize_batch,
 )
 from dlpipe.kernels.slice import cast_batch, slice_normalize_batch  # noqa: E402
-from dlpipe.operators.resize import FilterType, resample, resize_params  # noqa: E402
+from dlpipe.operators._resize_params import FilterType, resize_params  # noqa: E402
+from dlpipe.operators.resize import resample  # noqa: E402
 
 
 def _rand_images(rng, n, lo=5, hi=90, c=3, dtype=np.uint8):
