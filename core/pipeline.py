@@ -546,6 +546,11 @@ class Pipeline:
         self._epoch_idx += 1
         for op in self._source_ops:
             op.reset_epoch()
+        if self._enable_checkpointing:
+            # The stage threads stopped at the end of the data, so every operator is where the
+            # last batch left it; only the sources moved (to the new epoch). A checkpoint taken
+            # now must resume in the new epoch, not at the old one's end.
+            self._executor.last_state = self._snapshot()
         self._executor.resume()
 
     def close(self) -> None:

@@ -119,3 +119,47 @@ def test_checkpoint_file_and_errors(make_files, tmp_path):
         bad.set_outputs(fn.random.coin_flip())
     with pytest.raises(PipelineError, match="not a dlpipe checkpoint"):
         bad.build()
+
+
+def _steps(pipe, n: int, out: list | None = None) -> list:
+    """``n`` runs; an epoch end is recorded as "END" and the pipeline reset."""
+    out = [] if out is None else out
+    while len(out) < n:
+        try:
+            out.append(int(pipe.run()[0].at(0)[0]))
+        except StopIteration:
+            out.append("END")
+            pipe.reset()
+    return out
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_external_source_checkpoint_across_epoch_ends(depth):
+    # A checkpoint taken right after reset() resumes in the new epoch, not at the old end.
+    def source(info):
+        if info.iteration >= 3:
+            raise StopIteration
+        return np.full((2, 1), 10 * info.epoch_idx + info.iteration, np.int64)
+
+    def make(checkpoint=None):
+        pipe = Pipeline(
+            batch_size=2,
+            num_threads=1,
+            prefetch_queue_depth=depth,
+            enable_checkpointing=True,
+            checkpoint=checkpoint,
+        )
+        with pipe:
+            pipe.set_outputs(fn.external_source(source, batch_info=True))
+        return pipe
+
+    want = _steps(make(), 14)
+    assert want[:5] == [0, 1, 2, "END", 10]
+    for stop in range(12):
+        first = make()
+        assert _steps(first, stop) == want[:stop]
+        data = first.checkpoint()
+        first.close()
+        restored = make(checkpoint=data)
+        assert _steps(restored, 14 - stop) == want[stop:], stop
+        restored.close()
