@@ -1,11 +1,11 @@
 """``fn.decoders.image`` and ``fn.decoders.image_random_crop``.
 
 CPU: OpenCV's ``imdecode`` (libjpeg-turbo with its default IDCT and upsampling, which matches
-DALI's CPU decode bit for bit on JPEG), then a colour conversion. Output is HWC uint8.
+DALI's CPU decode bit for bit on JPEG), then a colour conversion. Output is HWC, uint8 unless ``dtype`` says otherwise.
 Mixed: nvImageCodec (nvJPEG hardware engines + hybrid backend) in ``_nvimgcodec.py``, loaded
 only when a mixed decoder is built.
 
-EXIF orientation is applied (DALI's nvImageCodec decoder does the same by default). A truncated
+EXIF orientation is applied unless ``adjust_orientation=False`` (as in DALI's nvImageCodec decoder). A truncated
 JPEG (no end-of-image marker) is an error rather than a half-grey picture.
 """
 
@@ -19,13 +19,31 @@ import numpy as np
 from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, register
 from ..operators._crop_window import RandomCropWindow
+from ..operators.cast import parse_dtype
 from ..types import DALIImageType, to_image_type
 
 cv2.setNumThreads(1)  # dlpipe parallelises across samples; nested OpenCV threads only contend
 
 
-def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
-    """Decode an encoded image (1-D uint8) to HWC uint8 in ``output_type`` colours."""
+_DTYPES = (np.uint8, np.uint16, np.float32)
+
+
+def decode_cpu(
+    data: np.ndarray,
+    output_type: DALIImageType,
+    adjust_orientation: bool = True,
+    dtype=np.uint8,
+) -> np.ndarray:
+    """Decode an encoded image (1-D uint8) to HWC in ``output_type`` colours.
+
+    Args:
+        data: the encoded file.
+        output_type: the colour space of the output.
+        adjust_orientation: apply the EXIF orientation (default True).
+        dtype: uint8 (default), uint16 or float32; values are scaled to the type's dynamic
+            range ([0, 1] for float), from the file's own bit depth.
+    """
+    dtype = np.dtype(dtype)
     if data.size == 0:
         raise DecodeError("decoders.image: empty input (0 bytes)")
     head = bytes(data[:4])
@@ -33,25 +51,37 @@ def decode_cpu(data: np.ndarray, output_type: DALIImageType) -> np.ndarray:
         raise DecodeError(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
-    if output_type == DALIImageType.GRAY:
-        img = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)
-    else:
-        img = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    flags = cv2.IMREAD_GRAYSCALE if output_type == DALIImageType.GRAY else cv2.IMREAD_COLOR
+    if not adjust_orientation:
+        flags |= cv2.IMREAD_IGNORE_ORIENTATION
+    if dtype != np.uint8:
+        flags |= cv2.IMREAD_ANYDEPTH  # keep 16-bit samples for a wider output type
+    img = cv2.imdecode(data, flags)
     if img is None:
         raise DecodeError(
             f"decoders.image: cannot decode {data.size} bytes starting {head.hex()}: "
             "corrupt data or an unsupported format"
         )
-    if img.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to uint8's range
+    if img.dtype != np.uint8 and dtype == np.uint8:  # 16-bit PNG/TIFF: scale to uint8's range
         img = (img.astype(np.float32) * (255.0 / np.iinfo(img.dtype).max) + 0.5).astype(np.uint8)
     if output_type == DALIImageType.GRAY:
-        return img[:, :, None]
-    if output_type == DALIImageType.BGR:
-        return img
-    if output_type == DALIImageType.YCbCr:
+        img = img[:, :, None]
+    elif output_type == DALIImageType.YCbCr:
         ycrcb = cv2.cvtColor(img, cv2.COLOR_BGR2YCrCb)
-        return np.ascontiguousarray(ycrcb[:, :, [0, 2, 1]])
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # RGB and ANY_DATA
+        img = np.ascontiguousarray(ycrcb[:, :, [0, 2, 1]])
+    elif output_type != DALIImageType.BGR:
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # RGB and ANY_DATA
+    return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def _scale_range(img: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``img`` (uint8/uint16, or float in [0, 1]) in ``dtype``'s dynamic range."""
+    src_max = 1.0 if img.dtype.kind == "f" else float(np.iinfo(img.dtype).max)
+    dst_max = 1.0 if dtype.kind == "f" else float(np.iinfo(dtype).max)
+    if dtype.kind == "f":
+        return (img.astype(np.float64) * (dst_max / src_max)).astype(dtype)
+    v = np.rint(img.astype(np.float64) * (dst_max / src_max))
+    return np.clip(v, 0, dst_max).astype(dtype)
 
 
 class _DecoderBase(Operator):
@@ -65,7 +95,8 @@ class _DecoderBase(Operator):
         device_memory_padding,
         host_memory_padding,
         on_error="raise",
-        **_hints,
+        adjust_orientation=True,
+        dtype=None,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
@@ -75,6 +106,17 @@ class _DecoderBase(Operator):
                 "decoder raises on a corrupt image (naming the file)"
             )
         self.on_error = on_error
+        self.adjust_orientation = bool(adjust_orientation)
+        self.dtype = parse_dtype(dtype, self.schema, allowed=_DTYPES) or np.dtype(np.uint8)
+        if self.device == "mixed" and not self.adjust_orientation:
+            raise ArgumentError(
+                f"{self.schema}: adjust_orientation=False works with device='cpu' only so far"
+            )
+        if self.device == "mixed" and self.dtype != np.uint8:
+            raise ArgumentError(
+                f"{self.schema}: dtype={dtype!r} works with device='cpu' only so far; the "
+                "mixed decoder writes UINT8"
+            )
         self.output_type = to_image_type(output_type)
         self.hw_decoder_load = float(hw_decoder_load)
         self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
@@ -88,7 +130,7 @@ class _DecoderBase(Operator):
     def decode(self, data: np.ndarray) -> np.ndarray:
         """``decode_cpu`` honouring ``on_error``."""
         try:
-            return decode_cpu(data, self.output_type)
+            return decode_cpu(data, self.output_type, self.adjust_orientation, self.dtype)
         except DecodeError as e:
             if self.on_error == "skip":
                 raise SampleSkipped(str(e)) from e
@@ -113,9 +155,12 @@ class ImageDecoder(_DecoderBase):
     Args:
         output_type: ``types.RGB`` (default), ``BGR``, ``GRAY``, ``YCbCr`` or ``ANY_DATA``.
         device: ``"cpu"`` or ``"mixed"`` (GPU output; nvJPEG hardware where available).
+        adjust_orientation: apply the EXIF orientation (default True; False: CPU only).
+        dtype: ``types.UINT8`` (default), ``UINT16`` or ``FLOAT`` (CPU only); values are scaled
+            to the type's dynamic range ([0, 1] for FLOAT) from the file's own bit depth.
         hw_decoder_load, hybrid_huffman_threshold, device_memory_padding, host_memory_padding,
         preallocate_width_hint, preallocate_height_hint, affine, use_fast_idct,
-        jpeg_fancy_upsampling, adjust_orientation, dtype: accepted as in DALI.
+        jpeg_fancy_upsampling: accepted as in DALI.
         on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
             ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
             sample of the same batch (all its outputs, label included), so batches stay full
@@ -156,6 +201,8 @@ class ImageDecoder(_DecoderBase):
             device_memory_padding,
             host_memory_padding,
             on_error,
+            adjust_orientation,
+            dtype,
         )
 
     def run_sample(self, inputs, args, param):
@@ -170,7 +217,8 @@ class ImageDecoderRandomCrop(_DecoderBase):
         random_area: [min, max] share of the image area (default [0.08, 1.0]).
         random_aspect_ratio: [min, max] width/height (default [3/4, 4/3]).
         num_attempts: tries before falling back to the whole (clamped) image (default 10).
-        output_type, device, seed, on_error and the decoder hints as for ``decoders.image``.
+        output_type, device, seed, on_error, adjust_orientation, dtype and the decoder hints
+            as for ``decoders.image``.
     """
 
     schema = "decoders.image_random_crop"
@@ -203,6 +251,8 @@ class ImageDecoderRandomCrop(_DecoderBase):
             device_memory_padding,
             host_memory_padding,
             on_error,
+            adjust_orientation,
+            dtype,
         )
         self.window = RandomCropWindow(
             random_area, random_aspect_ratio, num_attempts, who=self.schema

@@ -109,3 +109,68 @@ def test_corrupt_file_error_names_the_file_and_operator(tmp_path, rgb, num_threa
     assert "c/4.jpg" in msg and "decoders.image" in msg and "sample 4" in msg
     with pytest.raises(PipelineError, match="no longer valid"):
         pipe.run()
+
+
+def _exif_rotated_jpeg(rgb, orientation=6):
+    from io import BytesIO
+
+    from PIL import Image
+
+    im = Image.fromarray(rgb)
+    exif = im.getexif()
+    exif[0x0112] = orientation  # 6: the stored picture must be turned 90 degrees clockwise
+    buf = BytesIO()
+    im.save(buf, format="JPEG", exif=exif, quality=95)
+    return np.frombuffer(buf.getvalue(), np.uint8)
+
+
+def _decode_one(data, **kwargs):
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None, seed=1)
+    with pipe:
+        enc = fn.external_source(source=lambda: [data], batch=True)
+        pipe.set_outputs(fn.decoders.image(enc, **kwargs))
+    return pipe.run()[0].at(0)
+
+
+def test_adjust_orientation_false_keeps_the_stored_orientation(rgb):
+    data = _exif_rotated_jpeg(rgb)
+    stored = cv2.cvtColor(
+        cv2.imdecode(data, cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION), cv2.COLOR_BGR2RGB
+    )
+    assert stored.shape == rgb.shape
+    turned = _decode_one(data)
+    np.testing.assert_array_equal(turned, np.rot90(stored, -1))
+    np.testing.assert_array_equal(_decode_one(data, adjust_orientation=False), stored)
+    np.testing.assert_array_equal(decode_cpu(data, types.RGB, adjust_orientation=False), stored)
+
+
+@pytest.mark.parametrize(
+    "dtype, np_dtype, scale", [(types.FLOAT, np.float32, 1 / 255), (types.UINT16, np.uint16, 257)]
+)
+def test_dtype_scales_to_the_type_range(rgb, dtype, np_dtype, scale):
+    data = encode(rgb, ".png")
+    out = _decode_one(data, dtype=dtype)
+    assert out.dtype == np_dtype
+    np.testing.assert_allclose(out, (rgb * np.float64(scale)).astype(np_dtype), rtol=1e-6)
+    np.testing.assert_array_equal(_decode_one(data, dtype=types.UINT8), rgb)
+
+
+def test_dtype_keeps_sixteen_bit_precision(rgb):
+    img16 = rgb.astype(np.uint16) * 250 + 7
+    ok, buf = cv2.imencode(".png", img16[:, :, ::-1])
+    np.testing.assert_array_equal(decode_cpu(buf.ravel(), types.RGB, dtype=np.uint16), img16)
+    f = decode_cpu(buf.ravel(), types.RGB, dtype=np.float32)
+    np.testing.assert_allclose(f, img16 / 65535.0, rtol=1e-6)
+
+
+def test_unsupported_decoder_arguments_are_refused():
+    from dlpipe import ArgumentError
+    from dlpipe.decoders.image import ImageDecoder, ImageDecoderRandomCrop
+
+    with pytest.raises(ArgumentError, match="dtype=.*INT32"):
+        ImageDecoder(dtype=types.INT32)
+    for cls in (ImageDecoder, ImageDecoderRandomCrop):
+        with pytest.raises(ArgumentError, match="adjust_orientation=False"):
+            cls(device="mixed", adjust_orientation=False)
+        with pytest.raises(ArgumentError, match="dtype="):
+            cls(device="mixed", dtype=types.FLOAT)
