@@ -1,12 +1,13 @@
 """``fn.decoders.image`` and ``fn.decoders.image_random_crop``.
 
 CPU: OpenCV's ``imdecode`` (libjpeg-turbo with its default IDCT and upsampling, which matches
-DALI's CPU decode bit for bit on JPEG), then a colour conversion. Output is HWC, uint8 unless ``dtype`` says otherwise.
+DALI's CPU decode bit for bit on JPEG), then a colour conversion. Output is HWC, uint8 unless
+``dtype`` says otherwise.
 Mixed: nvImageCodec (nvJPEG hardware engines + hybrid backend) in ``_nvimgcodec.py``, loaded
 only when a mixed decoder is built.
 
-EXIF orientation is applied unless ``adjust_orientation=False`` (as in DALI's nvImageCodec decoder). A truncated
-JPEG (no end-of-image marker) is an error rather than a half-grey picture.
+EXIF orientation is applied unless ``adjust_orientation=False`` (as in DALI's nvImageCodec
+decoder). A truncated JPEG (no end-of-image marker) is an error rather than a half-grey picture.
 """
 
 from __future__ import annotations
