@@ -521,6 +521,8 @@ class BaseIterator:
         return self._assemble(dicts)
 
     def _discard(self, count: int) -> None:
+        if count > 0 and not self._scheduled:  # an iterator restored from a checkpoint
+            self._schedule_all()
         for _ in range(count):
             for p in self._pipes:
                 p.share_outputs()
@@ -550,8 +552,7 @@ class BaseIterator:
                     self._epoch_batches(),
                 )
                 return
-        if self._scheduled:
-            self._finish_epoch()
+        self._finish_epoch()
         self._epoch += 1
         self._fetched = 0
         self._delivered = 0

@@ -68,3 +68,32 @@ def test_checkpoints_need_checkpointing(make_files):
     it = BaseIterator(pipe, ["d", "l"], reader_name="R")
     with pytest.raises(PipelineError, match="enable_checkpointing"):
         it.checkpoints()
+
+
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("prepare", [False, True])
+def test_restored_at_epoch_end_then_iterated_again_drop(make_files, pad, prepare):
+    """A checkpoint taken after the last batch of a DROP epoch (before StopIteration), restored
+    and iterated with ``for``: the next epochs are the ones the original iterator gives (the
+    batch DROP throws away is still thrown away)."""
+    root, _ = make_files(7)
+    make_pipes = pipes_over(root, 1, pad_last_batch=pad)
+
+    def make_iter(pipes):
+        return BaseIterator(
+            pipes,
+            ["data", "label"],
+            reader_name="R",
+            last_batch_policy=LastBatchPolicy.DROP,
+            prepare_first_batch=prepare,
+        )
+
+    def two_epochs(it):
+        return [[b[0]["data"].tolist() for b in it] for _ in range(2)]
+
+    it = make_iter(make_pipes())
+    for _ in range(len(it)):
+        next(it)
+    cps = it.checkpoints()
+    want = two_epochs(it)
+    assert two_epochs(make_iter(make_pipes(cps))) == want
