@@ -383,6 +383,8 @@ class Pipeline:
             raise PipelineError(
                 f"external source {name!r} has a source=; feed_input is not allowed"
             )
+        if layout is None and callable(getattr(data, "layout", None)):
+            layout = data.layout() or None  # a TensorList keeps its layout
         if layout is not None:  # outputs of later iterations carry it
             for out in node.outputs:
                 self._executor.layouts[out] = layout

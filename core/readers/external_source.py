@@ -277,7 +277,10 @@ class ExternalSource(Operator):
         return self._batch_arrays(raw, n)
 
     def _batch_arrays(self, raw, n: int) -> list[np.ndarray]:
-        if isinstance(raw, list | tuple):
+        if hasattr(raw, "as_cpu") and hasattr(raw, "at"):  # a TensorList (maybe ragged)
+            raw = raw.as_cpu()
+            samples = [np.asarray(raw.at(i)) for i in range(len(raw))]
+        elif isinstance(raw, list | tuple):
             samples = [to_host_array(x, self.who) for x in raw]
         else:
             arr = to_host_array(raw, self.who)

@@ -142,6 +142,26 @@ def test_feed_input_and_run_inputs():
         pipe1.run()
 
 
+def test_feed_input_takes_tensor_lists_and_their_layout():
+    # Another pipeline's output (ragged, with a layout) or a list of its samples.
+    from dlpipe.tensors import TensorListCPU
+
+    ragged = TensorListCPU([np.arange(3, dtype=np.uint8), np.arange(5, dtype=np.uint8)], "W")
+    dense = TensorListCPU(np.zeros((2, 4, 4), np.float32), "HW")
+    pipe = Pipeline(batch_size=3, num_threads=1, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(fn.external_source(name="x"))
+    pipe.feed_input("x", ragged)
+    out = pipe.run()[0]
+    assert out.shape() == [(3,), (5,)] and out.layout() == "W"
+    assert out.at(1).tolist() == [0, 1, 2, 3, 4]
+    pipe.feed_input("x", list(ragged))
+    assert pipe.run()[0].shape() == [(3,), (5,)]
+    pipe.feed_input("x", dense)
+    out = pipe.run()[0]
+    assert out.shape() == [(4, 4)] * 2 and out.layout() == "HW"
+
+
 def test_errors():
     with pytest.raises(ArgumentError, match="cycle"):
         make(dict(source=lambda: np.zeros((1, 1)), cycle="quiet"))
