@@ -29,6 +29,7 @@ from .crop import CropArgs, default_layout, fill_array, gpu_windows, window_slic
 __all__ = ["CropMirrorNormalize", "normalization_params"]
 
 _OUT_TYPES = (np.float32, np.float16, np.uint8, np.int8)
+_LEGACY_LAYOUTS = {"NCHW": "CHW", "NHWC": "HWC", "NFHWC": "FHWC", "NFCHW": "FCHW"}
 
 
 def _next_pow2(n: int) -> int:
@@ -150,7 +151,8 @@ class CropMirrorNormalize(CropArgs, Operator):
         self.mirror = bool(mirror)
         if not isinstance(output_layout, str):
             raise ArgumentError(f"{self.schema}: output_layout={output_layout!r} must be a str")
-        self.output_layout = output_layout
+        # DALI's legacy constants: types.NCHW == "CHW", types.NHWC == "HWC", NFHWC, NFCHW
+        self.output_layout = _LEGACY_LAYOUTS.get(output_layout, output_layout)
         self.pad_output = bool(pad_output)
 
     def output_layouts(self, input_layouts):

@@ -380,3 +380,15 @@ def test_float16_chw_fast_path_matches_numpy_reference(channels, mirror):
     assert out.dtype == np.float16 and out.shape == (channels, 20, 30)
     ulps = np.abs(out.astype(np.float32) - ref16) / np.spacing(ref16).astype(np.float32)
     assert ulps.max() <= 1
+
+
+@pytest.mark.parametrize(
+    "spelling, want", [(types.NCHW, "CHW"), (types.NHWC, "HWC"), ("NCHW", "CHW"), ("NHWC", "HWC")]
+)
+def test_legacy_output_layout_constants(spelling, want):
+    # DALI: types.NCHW == "CHW" and types.NHWC == "HWC" (the batch axis is not in a layout)
+    x = image()
+    op = CropMirrorNormalize(output_layout=spelling)
+    assert op.output_layouts(["HWC"]) == [want]
+    out = op.run_sample((x,), {}, None)
+    np.testing.assert_array_equal(out, x.transpose(2, 0, 1) if want == "CHW" else x)
