@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dlpipe.errors import PipelineError
 from dlpipe.iterator import LastBatchPolicy
 
 from .iterator import GenericIterator, _iterator_decorator
@@ -59,6 +60,7 @@ class PeekableIterator(GenericIterator):
       ``clu`` is importable); taken from the first batch (peeked if none was prepared). A batch
       of another shape or dtype raises ValueError: with PARTIAL padding every batch has the same
       shape, so this only catches pipelines whose output shape varies.
+    * ``checkpoints()`` raises PipelineError while a peeked batch has not been taken.
     * ``is_nonpadding`` is the mask of the batch last returned by ``next()``; ask for
       ``"is_nonpadding"`` in ``output_map`` to get it in each dict (the peeked ones too).
     """
@@ -137,6 +139,17 @@ class PeekableIterator(GenericIterator):
             if self._element_spec is None:
                 self.peek()
             return self._element_spec
+
+    def checkpoints(self) -> list[bytes]:
+        """As :meth:`GenericIterator.checkpoints`; raises while a peeked batch (or a peeked epoch
+        end) has not been taken by ``next()``, as DALI does."""
+        with self._mutex:
+            if self._peeked is not None:
+                raise PipelineError(
+                    "checkpoints() after peek(): take the peeked batch with next() first (a "
+                    "checkpoint now would skip it on resume)"
+                )
+            return super().checkpoints()
 
     def reset(self) -> None:
         with self._mutex:

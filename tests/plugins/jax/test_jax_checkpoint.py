@@ -71,3 +71,38 @@ def test_data_iterator_restores_one_checkpoint_per_device(make_files):
     assert iterate_with_epochs(loader(batch_size=8, seed=1, checkpoints=cps), 5) == want[4:]
     with pytest.raises(ArgumentError, match="one per device"):
         loader(batch_size=8, checkpoints=cps[:2])
+
+
+def test_peekable_checkpoints_refuse_a_peeked_batch(make_files):
+    """A peeked batch is not consumed yet: a checkpoint then would skip it on resume, so
+    checkpoints() raises until next() takes it; afterwards the resume is exact."""
+    from dlpipe import PipelineError
+    from dlpipe.plugins.jax import PeekableIterator
+
+    root, _ = make_files(9)
+
+    def make_pipes(checkpoints=None):
+        pipe = Pipeline(
+            batch_size=2,
+            num_threads=1,
+            device_id=None,
+            seed=2,
+            enable_checkpointing=True,
+            checkpoint=None if checkpoints is None else checkpoints[0],
+        )
+        with pipe:
+            pipe.set_outputs(*fn.readers.file(file_root=root, random_shuffle=True, name="R"))
+        return [pipe]
+
+    def make_iter(pipes):
+        return PeekableIterator(pipes, ["data", "label"], reader_name="R")
+
+    want = iterate_with_epochs(make_iter(make_pipes()), 8)
+    it = make_iter(make_pipes())
+    next(it)
+    it.peek()
+    with pytest.raises(PipelineError, match="peek"):
+        it.checkpoints()
+    next(it)
+    restored = make_iter(make_pipes(it.checkpoints()))
+    assert iterate_with_epochs(restored, 6) == want[2:]
