@@ -187,9 +187,17 @@ class ExternalSource(Operator):
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Callables continue at the saved iteration; an iterable or fed source cannot be
-        restored (its position is not ours): it starts over, with a warning, as in DALI."""
-        if self.source is None or self._iter is not None:
+        """Single-argument callables continue at the saved iteration; an iterable, a fed source
+        or a callable without arguments cannot be restored (its position is not ours): it
+        starts over, with a warning, as in DALI."""
+        no_argument = (
+            self._iter is None
+            and self.batch
+            and not self.batch_info
+            and self.source is not None
+            and _num_params(self.source) == 0
+        )
+        if self.source is None or self._iter is not None or no_argument:
             warnings.warn(
                 f"{self.who}: only callable sources are restored from a checkpoint; "
                 "this one starts over",

@@ -163,3 +163,28 @@ def test_external_source_checkpoint_across_epoch_ends(depth):
         restored = make(checkpoint=data)
         assert _steps(restored, 14 - stop) == want[stop:], stop
         restored.close()
+
+
+@pytest.mark.parametrize("kind", ["no_argument", "iterable"])
+def test_sources_that_cannot_be_restored_warn_and_start_over(kind):
+    # DALI restores only single-argument callables; the others warn and start over.
+    def make(checkpoint=None):
+        counter = iter(range(100))
+        source = (lambda: np.full((2, 1), next(counter))) if kind == "no_argument" else None
+        if source is None:
+            source = [np.full((2, 1), i) for i in range(100)]
+        pipe = Pipeline(
+            batch_size=2, num_threads=1, enable_checkpointing=True, checkpoint=checkpoint
+        )
+        with pipe:
+            pipe.set_outputs(fn.external_source(source))
+        return pipe
+
+    first = make()
+    first.run()
+    first.run()
+    data = first.checkpoint()
+    with pytest.warns(UserWarning, match="starts over"):
+        restored = make(checkpoint=data)
+        restored.build()
+    assert restored.run()[0].at(0).tolist() == [0]
