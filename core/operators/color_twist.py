@@ -106,7 +106,13 @@ class _ColorBase(Operator):
             )
 
     def output_layouts(self, input_layouts):
-        return [input_layouts[0] if input_layouts else ""]
+        lay = input_layouts[0] if input_layouts else ""
+        if lay and not lay.endswith("C"):
+            raise ArgumentError(
+                f"{self.schema}: expects images with channels last (HWC, FHWC, DHWC), got the "
+                f"input layout {lay!r}"
+            )
+        return [lay]
 
     def _value(self, args: dict, name: str, default: float) -> float:
         v = args.get(name)

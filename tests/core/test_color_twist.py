@@ -180,3 +180,19 @@ def test_gpu_matches_cpu(image_root, dtype):
         g = g.as_cpu()
         for i in range(len(c)):
             assert np.abs(g.at(i).astype(np.float64) - c.at(i)).max() <= 1.0 + 1e-3
+
+
+@pytest.mark.parametrize("cls", [ColorTwist, Hsv, Hue, Saturation])
+def test_channel_first_layout_is_refused_at_build(cls):
+    # A CHW image whose width happens to be 3 must not be transformed along W.
+    with pytest.raises(ArgumentError, match="layout 'CHW'"):
+        cls().output_layouts(["CHW"])
+    assert cls().output_layouts(["FHWC"]) == ["FHWC"]
+    assert cls().output_layouts([""]) == [""]
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+    chw = np.zeros((3, 4, 3), np.uint8)
+    with pytest.raises(ArgumentError, match="channels last"):
+        with pipe:
+            x = fn.external_source(source=lambda: [chw], batch=True, layout="CHW")
+            pipe.set_outputs(fn.color_twist(x, saturation=0.5))
+        pipe.build()
