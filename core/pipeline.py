@@ -274,8 +274,8 @@ class Pipeline:
             if op.is_random:
                 op.bind_rng(op.seed if op.seed is not None and op.seed >= 0 else int(seeds[i]))
         for node in ops:
-            if node.op.is_reader and node.op.name:
-                self._readers[node.op.name] = node.op
+            if node.op.is_reader:  # by instance name: name=, or the generated one (DALI)
+                self._readers[node.name] = node.op
             if node.op.provides_batch:
                 self._source_ops.append(node.op)
                 self._sources[node.name] = node

@@ -212,6 +212,20 @@ def test_reader_meta_and_epoch_size_of_all_readers(make_files):
         pipe.epoch_size("C")
 
 
+def test_reader_meta_lists_unnamed_readers_under_their_instance_name(make_files):
+    # DALI keys every reader by its instance name, generated when name= is not given.
+    root, _ = make_files(6)
+    pipe = Pipeline(batch_size=2, num_threads=1)
+    with pipe:
+        a, _ = fn.readers.file(file_root=root, num_shards=4, pad_last_batch=True)
+        pipe.set_outputs(a)
+    sizes = pipe.epoch_size()
+    assert list(sizes.values()) == [8]
+    (name,) = sizes
+    assert pipe.reader_meta(name)["number_of_shards"] == 4
+    assert set(pipe.reader_meta()) == {name}
+
+
 def test_unused_operators_are_pruned(make_files):
     root, _ = make_files(4)
     pipe = Pipeline(batch_size=2, num_threads=1)
