@@ -100,6 +100,7 @@ class PeekableIterator(GenericIterator):
             item, self._peeked = self._peeked, None
             if item is _STOP:
                 raise StopIteration
+            self._delivered += 1  # a peeked batch is delivered when next() takes it
             return item
         return self._next_pair()
 
@@ -116,6 +117,7 @@ class PeekableIterator(GenericIterator):
             if self._peeked is None:
                 try:
                     self._peeked = self._next_pair()
+                    self._delivered -= 1  # not taken yet: reset() and iter() must not count it
                 except StopIteration:
                     self._peeked = _STOP
             if self._peeked is _STOP:

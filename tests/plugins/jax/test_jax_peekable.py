@@ -125,3 +125,25 @@ def test_next_is_thread_safe(reader_pipe, make_files):
         t.join(timeout=60)
     assert not errors
     assert sorted(got) == list(range(40))
+
+
+@pytest.mark.parametrize("n", [4, 6])
+def test_peek_before_a_loop_neither_warns_nor_mixes_epochs(reader_pipe, make_files, caplog, n):
+    """CLU code reads ``element_spec`` (a peek) and then loops: the peeked batch is the loop's
+    first, nothing is logged, and every epoch is exactly the shard (also with one batch per
+    epoch, where the peek took the whole epoch)."""
+    root, _ = make_files(n)
+    it = PeekableIterator(
+        reader_pipe(root, n if n == 4 else 2),
+        ["data", "label"],
+        reader_name="Reader",
+        prepare_first_batch=False,
+    )
+    with caplog.at_level("WARNING"):
+        assert it.element_spec["data"].shape[0] == (n if n == 4 else 2)
+        epoch = [ids(b["data"]) for b in it]
+        assert sorted(sum(epoch, [])) == list(range(n))
+        it.reset()
+        it.peek()
+        assert [ids(b["data"]) for b in it] == epoch
+    assert not caplog.records
