@@ -175,9 +175,17 @@ class Executor:
             self._start_threads()
 
     # --- scheduling -------------------------------------------------------------------------
-    def schedule(self) -> None:
-        """Queue one iteration (the whole prefetch depth on the first call)."""
-        n = self.depth if self._first else 1
+    def to_schedule(self) -> int:
+        """How many iterations the next ``schedule()`` queues."""
+        return self.depth if self._first else 1
+
+    def rearm(self) -> None:
+        """Make the next ``schedule()`` queue the whole depth again (a new epoch)."""
+        self._first = True
+
+    def schedule(self, count: int | None = None) -> None:
+        """Queue one iteration (the whole prefetch depth on the first call), or ``count``."""
+        n = self.to_schedule() if count is None else count
         self._first = False
         self._scheduled += n
         if self.run_async:

@@ -128,6 +128,7 @@ class Pipeline:
         self._sources: dict[str, Any] = {}
         self._source_ops: list[Any] = []
         self._ended = False
+        self._setup_ended = False
         if checkpoint is not None and not enable_checkpointing:
             raise ValueError("checkpoint= needs enable_checkpointing=True")
         self._enable_checkpointing = enable_checkpointing
@@ -244,6 +245,10 @@ class Pipeline:
     def define_graph(self):
         """Override in a subclass (legacy style) to return the output DataNodes."""
         raise NotImplementedError
+
+    def iter_setup(self) -> None:
+        """Deprecated DALI hook (legacy subclasses): called before each iteration is queued,
+        typically to ``feed_input`` the next batch; raise StopIteration at the end of the data."""
 
     def _has_define_graph(self) -> bool:
         return type(self).define_graph is not Pipeline.define_graph
@@ -398,7 +403,22 @@ class Pipeline:
 
     def _schedule(self) -> None:
         self.build()
-        self._executor.schedule()
+        if type(self).iter_setup is Pipeline.iter_setup:
+            self._executor.schedule()
+            return
+        # DALI calls iter_setup() before every iteration it queues (the first run queues the
+        # whole depth); StopIteration from it ends the epoch until reset().
+        count = 0
+        for _ in range(self._executor.to_schedule()):
+            if self._setup_ended:
+                break
+            try:
+                self.iter_setup()
+            except StopIteration:
+                self._setup_ended = True
+                break
+            count += 1
+        self._executor.schedule(count)
 
     def share_outputs(self) -> tuple:
         """The next outputs, without giving the previous ones back."""
@@ -546,6 +566,9 @@ class Pipeline:
             return
         self._ended = False
         self._epoch_idx += 1
+        if self._setup_ended:  # iter_setup() ended the data: the next run prefetches again
+            self._setup_ended = False
+            self._executor.rearm()
         for op in self._source_ops:
             op.reset_epoch()
         if self._enable_checkpointing:

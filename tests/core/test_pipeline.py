@@ -87,6 +87,48 @@ def test_define_graph_with_set_outputs_is_duplicate(make_files):
             pipe.set_outputs(fn.readers.file(file_root=root)[0])
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("run_async", [True, False])
+def test_define_graph_subclass_with_iter_setup_feeding_inputs(depth, run_async):
+    # The legacy pattern: iter_setup() feeds an ops.ExternalSource before each iteration and
+    # raises StopIteration at the end of the data; reset() starts the next epoch.
+    class FeedPipe(Pipeline):
+        def __init__(self):
+            super().__init__(
+                batch_size=2,
+                num_threads=1,
+                prefetch_queue_depth=depth,
+                exec_async=run_async,
+                exec_pipelined=run_async,
+            )
+            self.source = ops.ExternalSource()
+            self.position = 0
+
+        def define_graph(self):
+            self.data = self.source()
+            return self.data
+
+        def iter_setup(self):
+            if self.position == 3:
+                self.position = 0
+                raise StopIteration
+            self.feed_input(self.data, np.full((2, 1), self.position))
+            self.position += 1
+
+    pipe = FeedPipe()
+    got = []
+    for _ in range(2):
+        while True:
+            try:
+                got.append(int(pipe.run()[0].at(0)[0]))
+            except StopIteration:
+                got.append("END")
+                pipe.reset()
+                break
+    assert got == [0, 1, 2, "END", 0, 1, 2, "END"]
+    pipe.close()
+
+
 def test_operator_outside_pipeline_is_an_error(make_files):
     root, _ = make_files(2)
     with pytest.raises(PipelineError, match="outside a pipeline"):
