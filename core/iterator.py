@@ -318,7 +318,15 @@ class BaseIterator:
         # that batch is delivered, checkpoints() must not count it.
         self._pre_first: list[bytes] | None = None
         limit = self._epoch_batches()
-        if prepare_first_batch and not self._ended and (limit is None or self._fetched < limit):
+        # Restored in the middle of an endless epoch: the source may stop at the next batch,
+        # which next() must report as the epoch's end, so nothing is prepared.
+        endless_mid_epoch = limit is None and self._delivered > 0
+        if (
+            prepare_first_batch
+            and not self._ended
+            and not endless_mid_epoch
+            and (limit is None or self._fetched < limit)
+        ):
             if self._checkpointing:
                 self._pre_first = self._pipeline_checkpoints()
             try:

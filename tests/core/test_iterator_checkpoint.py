@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -97,3 +98,32 @@ def test_restored_at_epoch_end_then_iterated_again_drop(make_files, pad, prepare
     cps = it.checkpoints()
     want = two_epochs(it)
     assert two_epochs(make_iter(make_pipes(cps))) == want
+
+
+def _stopping_source(info):
+    if info.iteration >= 3:
+        raise StopIteration
+    return [np.array([info.epoch_idx * 100 + info.iteration * 10 + i], np.int32) for i in range(2)]
+
+
+@pytest.mark.parametrize("stop", [2, 3, 4, 5])
+@pytest.mark.parametrize("prepare", [True, False])
+def test_resumes_exactly_around_an_external_source_stop(stop, prepare):
+    """Without reader_name the epoch ends when the source stops; a checkpoint taken just before
+    that stop restores (prepare_first_batch too) and resumes exactly."""
+
+    def make_pipes(checkpoints=None):
+        pipe = Pipeline(
+            batch_size=2,
+            num_threads=1,
+            enable_checkpointing=True,
+            checkpoint=None if checkpoints is None else checkpoints[0],
+        )
+        with pipe:
+            pipe.set_outputs(fn.external_source(source=_stopping_source, batch_info=True))
+        return [pipe]
+
+    def make_iter(pipes):
+        return BaseIterator(pipes, ["x"], prepare_first_batch=prepare)
+
+    check_iterator_checkpoint_resumes(make_pipes, make_iter, stop, 10)
