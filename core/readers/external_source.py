@@ -263,7 +263,10 @@ class ExternalSource(Operator):
             for i in range(n)
         ]
         if self._pool is not None:
-            return [_from_shm(r) for r in self._pool.map(_ShmCall(self.source), infos)]
+            results = [_from_shm(r) for r in self._pool.map(_ShmCall(self.source), infos)]
+            if any(r is _STOP for r in results):
+                raise StopIteration
+            return results
         return [self.source(info) for info in infos]
 
     def _to_samples(self, raw, n: int) -> list:
@@ -322,7 +325,11 @@ class _ShmCall:
     def __call__(self, info):
         from multiprocessing import resource_tracker, shared_memory
 
-        out = np.asarray(to_host_array(self.source(info), "external_source"))
+        try:
+            out = np.asarray(to_host_array(self.source(info), "external_source"))
+        except StopIteration:
+            # Raised through Pool.map it would silently cut the worker's chunk short.
+            return ("stop",)
         if out.nbytes < 65536:
             return out
         shm = shared_memory.SharedMemory(create=True, size=out.nbytes)
@@ -335,7 +342,12 @@ class _ShmCall:
             shm.close()  # the parent unlinks it after copying
 
 
+_STOP = object()
+
+
 def _from_shm(result):
+    if isinstance(result, tuple) and result == ("stop",):
+        return _STOP
     if not (isinstance(result, tuple) and result and result[0] == "shm"):
         return result
     from multiprocessing import shared_memory

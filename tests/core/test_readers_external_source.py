@@ -113,6 +113,24 @@ def test_parallel_per_sample_callable_in_worker_processes():
     pipe.close()
 
 
+def _five_then_stop(info):
+    if info.idx_in_epoch >= 5:
+        raise StopIteration
+    return np.array([info.idx_in_epoch, info.epoch_idx], np.int32)
+
+
+def test_parallel_per_sample_callable_stop_iteration_ends_the_epoch():
+    # As without parallel=True: samples 4 and 5 -> StopIteration, the partial batch dropped.
+    pipe = Pipeline(batch_size=2, num_threads=1, py_num_workers=2, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(fn.external_source(_five_then_stop, batch=False, parallel=True))
+    for _ in range(2):
+        assert epoch(pipe) == [[0, 1], [2, 3]]
+        pipe.reset()
+    assert pipe.run()[0].as_array()[:, 1].tolist() == [2, 2]
+    pipe.close()
+
+
 def test_num_outputs_and_layout():
     def source():
         return np.zeros((2, 3, 3), np.uint8), [np.int32(1), np.int32(2)]
