@@ -49,6 +49,7 @@ class Workspace:
     gpu: Any = None  # per-iteration GPU state (events, buffers), owned by the GPU stage
     state: list | None = None  # operator states after this iteration (checkpointing)
     dense: dict[DataNode, _DenseBatch] = field(default_factory=dict)
+    skipped: list[dict] = field(default_factory=list)  # reported when the batch is handed out
 
 
 class _DenseBatch:
@@ -185,6 +186,7 @@ class Executor:
 
     def schedule(self, count: int | None = None) -> None:
         """Queue one iteration (the whole prefetch depth on the first call), or ``count``."""
+        self._check_open()
         n = self.to_schedule() if count is None else count
         self._first = False
         self._scheduled += n
@@ -198,6 +200,7 @@ class Executor:
 
     def get(self) -> tuple:
         """The outputs of the oldest scheduled iteration (blocks until ready)."""
+        self._check_open()
         if self._failed is not None:
             raise PipelineError(
                 f"the pipeline is no longer valid after an earlier error: {self._failed}"
@@ -207,7 +210,8 @@ class Executor:
         self._scheduled -= 1
         if not self.run_async:
             try:
-                outputs, self.last_state = self._finish(self._run_cpu())
+                outputs, self.last_state, skipped = self._finish(self._run_cpu())
+                self.skipped += skipped
                 return outputs
             except StopIteration:
                 self._scheduled = 0  # DALI: nothing stays scheduled past the end of the data
@@ -224,8 +228,13 @@ class Executor:
         if isinstance(item, _Failure):
             self._failed = item.exc
             raise item.exc
-        outputs, self.last_state = item
+        outputs, self.last_state, skipped = item
+        self.skipped += skipped
         return outputs
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PipelineError("the pipeline is closed: it cannot run any more")
 
     def resume(self) -> None:
         """After the end of the data: let the stage threads run the next epoch."""
@@ -273,7 +282,7 @@ class Executor:
         for t in self._threads:
             t.start()
 
-    def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None]:
+    def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None, list[dict]]:
         return self._finish(self._run_cpu())
 
     def _stage_loop(self, inbox: queue.Queue, outbox: queue.Queue, fn: Callable) -> None:
@@ -430,7 +439,7 @@ class Executor:
         so data and labels stay paired) and record what was skipped."""
         good = [i for i in range(ws.batch_size) if i not in skipped]
         for i, (node, message) in sorted(skipped.items()):
-            self.skipped.append(
+            ws.skipped.append(
                 {
                     "iteration": ws.iteration,
                     "sample": i,
@@ -504,15 +513,15 @@ class Executor:
             for dn, v in zip(node.outputs, out, strict=True):
                 values[dn][i] = v
 
-    def _finish(self, ws: Workspace) -> tuple[tuple, list | None]:
-        """(outputs, operator states after this iteration)."""
+    def _finish(self, ws: Workspace) -> tuple[tuple, list | None, list[dict]]:
+        """(outputs, operator states after this iteration, its skipped samples)."""
         if self.gpu_stage is not None:
             start = perf_counter()
             outputs = self.gpu_stage(ws)
             self.profiler.add_stage("gpu", start, perf_counter())
-            return outputs, ws.state
+            return outputs, ws.state, ws.skipped
         outputs = tuple(
             TensorListCPU(self._batch(ws, x), self.layouts.get(x, ""), ws.source_info)
             for x in self.outputs
         )
-        return outputs, ws.state
+        return outputs, ws.state, ws.skipped

@@ -325,3 +325,15 @@ def test_close_stops_threads(make_files):
     assert len(started) >= 2  # the stage thread and the workers
     pipe.close()
     assert not any(t.is_alive() for t in started)
+
+
+@pytest.mark.parametrize("run_async", [True, False])
+def test_run_after_close_is_a_clear_error(run_async):
+    pipe = Pipeline(batch_size=2, num_threads=2, exec_async=run_async, exec_pipelined=run_async)
+    with pipe:
+        pipe.set_outputs(fn.cast(fn.random.coin_flip(), dtype=np.float32))
+    pipe.run()
+    pipe.close()
+    for _ in range(3):  # also past the batches that were prefetched
+        with pytest.raises(PipelineError, match="closed"):
+            pipe.run()
