@@ -56,6 +56,22 @@ def test_skip_replaces_the_whole_sample_and_keeps_batches_full(tmp_path):
     assert pipe.epoch_size("Reader") == 8  # epochs keep their length
 
 
+def test_skipped_lists_only_batches_handed_out(tmp_path):
+    # A prefetched iteration that skips a sample is not reported before run() returns it.
+    root = dataset(tmp_path, 8, bad={2})
+    pipe = skip_pipe(root, 4)  # depth 2: while batch 1 is consumed, batch 2 is made
+    pipe.run()
+    pipe.run()
+    for _ in range(500):  # until the background iteration 2 (c0/002 again) is done
+        if pipe._executor._done.qsize():
+            break
+        time.sleep(0.01)
+    assert [(s["file"], s["iteration"]) for s in pipe.skipped()] == [("c0/002.jpg", 0)]
+    pipe.run()
+    assert [s["iteration"] for s in pipe.skipped()] == [0, 2]
+    pipe.close()
+
+
 def test_skip_with_every_sample_bad_is_an_error(tmp_path):
     root = dataset(tmp_path, 4, bad={0, 1, 2, 3})
     with pytest.raises(DecodeError, match="every sample of iteration 0 was skipped"):
