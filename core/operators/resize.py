@@ -38,6 +38,7 @@ from ._resize_params import (
     to_resize_mode,
     window_geometry,
 )
+from .cast import convert_sat
 
 cv2.setNumThreads(1)
 
@@ -109,12 +110,11 @@ def _np_resample_axis(
 
 
 def _finish(x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+    """``x`` in ``out_dtype``: integers round half away from zero and saturate (DALI's
+    ``ConvertSat``)."""
     if x.dtype == out_dtype:
         return x
-    if np.issubdtype(out_dtype, np.integer):
-        info = np.iinfo(out_dtype)
-        x = np.clip(np.rint(x), info.min, info.max)
-    return x.astype(out_dtype)
+    return convert_sat(x, out_dtype)
 
 
 def resample(

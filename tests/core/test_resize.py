@@ -477,3 +477,13 @@ def test_pipeline_resize_x_from_random_uniform(image_root):
     for i in range(len(images)):
         expected = output_size(*images.at(i).shape[:2], resize_x=float(np.asarray(rx.at(i))))
         assert out.at(i).shape == (*expected, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint16, np.int32])
+def test_integer_output_rounds_halves_away_from_zero(dtype):
+    # 2x bilinear magnification: the second output pixel is 0.75 * 3 + 0.25 * 1 = 2.5, which
+    # DALI's ConvertSat (std::round on the CPU) makes 3 for every integer type.
+    x = np.array([[3, 1]], dtype)
+    np.testing.assert_array_equal(run_op(x, "HW", resize_x=4, resize_y=1), [[3, 3, 2, 1]])
+    y = np.array([[[-3], [-1]]], np.int16)  # negative halves go down: -2.5 -> -3
+    np.testing.assert_array_equal(run_op(y, resize_x=4, resize_y=1)[..., 0], [[-3, -3, -2, -1]])
