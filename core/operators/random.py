@@ -146,6 +146,7 @@ class Uniform(_RandomBase):
     def setup(self, *, range=None, values=None, shape=None, dtype=None) -> None:  # noqa: A002
         if range is not None and values is not None:
             raise ArgumentError(f"{self.schema}: range and values cannot be given together")
+        self._range_given = range is not None
         self.range = self._check_range(range if range is not None else (-1.0, 1.0))
         self.values = None if values is None else self._check_values(values)
         self._setup_base(shape, dtype, DALIDataType.FLOAT)
@@ -163,6 +164,8 @@ class Uniform(_RandomBase):
         return arr
 
     def run_sample(self, inputs, args, param):
+        if ("range" in args or self._range_given) and ("values" in args or self.values is not None):
+            raise ArgumentError(f"{self.schema}: range and values cannot be given together")
         u = self._sample_base(inputs, args, param)
         values = self._check_values(args["values"]) if "values" in args else self.values
         if values is not None and "range" not in args:

@@ -224,3 +224,16 @@ def test_legacy_names():
 
     ((c, u, n, c2),) = run_graph(build, batch_size=4)
     assert (c == 1).all() and (u == 3).all() and (n == 2).all() and c2.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: fn.random.uniform(values=[1, 2], range=fn.random.uniform(range=(0, 1), shape=2)),
+        lambda: fn.random.uniform(range=(0, 1), values=fn.random.uniform(range=(0, 1), shape=2)),
+    ],
+)
+def test_range_and_values_as_argument_inputs_are_refused(build):
+    # one of them was silently ignored
+    with pytest.raises(ArgumentError, match="range and values"):
+        run_graph(build, batch_size=2)
