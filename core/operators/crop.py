@@ -252,6 +252,14 @@ class CropArgs:
         """Requested extent per axis letter for one sample (static or argument input)."""
         crop = args.get("crop")
         crop = self._crop if crop is None else self._crop_tuple(crop, self._crop_who)
+        if crop is not None and any(
+            args.get(name, self._crop_hwd[letter]) is not None
+            for letter, name in (("H", "crop_h"), ("W", "crop_w"), ("D", "crop_d"))
+        ):
+            raise ArgumentError(
+                f"{self._crop_who}: crop={list(crop)} cannot be combined with crop_h, crop_w or "
+                "crop_d"
+            )
         if crop is not None:
             return dict(zip("DHW"[3 - len(crop) :], crop, strict=True))
         ext = {}

@@ -237,3 +237,17 @@ def test_gpu_matches_cpu(image_root, policy):
     g = g.as_cpu()
     for i in range(len(c)):
         np.testing.assert_array_equal(g.at(i), c.at(i))
+
+
+@pytest.mark.parametrize(
+    "kwargs, args",
+    [
+        (dict(crop_h=2, crop_w=2), {"crop": np.array([3.0, 3.0])}),
+        (dict(crop=(3, 3)), {"crop_h": np.float32(2), "crop_w": np.float32(2)}),
+    ],
+)
+def test_crop_with_crop_hw_through_argument_inputs_is_refused(kwargs, args):
+    # one of the two sizes was silently ignored
+    x = np.zeros((6, 6, 3), np.uint8)
+    with pytest.raises(ArgumentError, match="cannot be combined"):
+        run_op(x, "HWC", args, **kwargs)
