@@ -71,6 +71,11 @@ class _RandomBase(Operator):
 
     def _sample_base(self, inputs, args, param) -> np.ndarray:
         pre, seed = param
+        if inputs and "shape" in args:
+            raise ArgumentError(
+                f"{self.schema}: shape cannot be combined with an input (the output takes the "
+                "input's shape)"
+            )
         if inputs:
             shape = inputs[0].shape
         elif "shape" in args:

@@ -237,3 +237,13 @@ def test_range_and_values_as_argument_inputs_are_refused(build):
     # one of them was silently ignored
     with pytest.raises(ArgumentError, match="range and values"):
         run_graph(build, batch_size=2)
+
+
+def test_shape_argument_input_and_input_together_are_refused():
+    # the shape argument input was silently ignored in favour of the input's shape
+    def build():
+        like = fn.random.uniform(shape=(2, 3))
+        return fn.random.normal(like, shape=fn.random.uniform(range=(1, 3), dtype=types.INT32))
+
+    with pytest.raises(ArgumentError, match="shape"):
+        run_graph(build, batch_size=2)
