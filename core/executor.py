@@ -166,6 +166,7 @@ class Executor:
         self._iteration = 0
         self._scheduled = 0
         self._first = True
+        self._at_end = False
         self._closed = False
         self._failed: BaseException | None = None
         self._tickets: queue.Queue = queue.Queue()
@@ -187,6 +188,8 @@ class Executor:
     def schedule(self, count: int | None = None) -> None:
         """Queue one iteration (the whole prefetch depth on the first call), or ``count``."""
         self._check_open()
+        if self._at_end:  # DALI: nothing is scheduled past the end of the data until reset
+            return
         n = self.to_schedule() if count is None else count
         self._first = False
         self._scheduled += n
@@ -205,7 +208,7 @@ class Executor:
             raise PipelineError(
                 f"the pipeline is no longer valid after an earlier error: {self._failed}"
             ) from self._failed
-        if self._scheduled == 0:
+        if self._scheduled == 0 or self._at_end:
             raise StopIteration
         self._scheduled -= 1
         if not self.run_async:
@@ -214,7 +217,7 @@ class Executor:
                 self.skipped += skipped
                 return outputs
             except StopIteration:
-                self._scheduled = 0  # DALI: nothing stays scheduled past the end of the data
+                self._end_of_data()
                 raise
             except BaseException as e:
                 self._failed = e
@@ -224,6 +227,7 @@ class Executor:
         item = self._done.get()
         self.profiler.add_get(start, perf_counter(), ready)
         if item is _END:
+            self._end_of_data()
             raise StopIteration
         if isinstance(item, _Failure):
             self._failed = item.exc
@@ -236,8 +240,15 @@ class Executor:
         if self._closed:
             raise PipelineError("the pipeline is closed: it cannot run any more")
 
+    def _end_of_data(self) -> None:
+        # DALI: nothing stays scheduled past the end of the data. Tickets already queued run
+        # the next epoch's first iterations after resume(), ahead of what is scheduled then.
+        self._scheduled = 0
+        self._at_end = True
+
     def resume(self) -> None:
         """After the end of the data: let the stage threads run the next epoch."""
+        self._at_end = False
         self._resume.set()
 
     def close(self) -> None:

@@ -53,6 +53,25 @@ def test_no_cycle_is_one_pass(mode):
     assert epoch(pipe) == []
 
 
+@pytest.mark.parametrize("depth", [1, 3])
+@pytest.mark.parametrize("mode", MODES)
+def test_runs_past_the_end_keep_raising_stop_iteration_until_reset(mode, depth):
+    # DALI: after the end of the data nothing is scheduled; run() raises StopIteration again
+    # (it used to hang with the async executor) and reset() starts the next epoch in order.
+    pipe = make(dict(source=gen3, cycle="raise"), depth=depth, **mode)
+    want = [[0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23]]
+    assert epoch(pipe) == want
+    for _ in range(3):
+        with pytest.raises(StopIteration):
+            pipe.run()
+        assert pipe.empty()
+    pipe.reset()
+    assert epoch(pipe) == want
+    pipe.reset()
+    assert epoch(pipe) == want
+    pipe.close()
+
+
 def test_cycle_quiet_repeats_forever():
     pipe = make(
         dict(source=[np.arange(2 * i, 2 * i + 2)[:, None] for i in range(2)], cycle="quiet"),
