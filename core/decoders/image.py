@@ -48,7 +48,7 @@ def decode_cpu(
     if data.size == 0:
         raise DecodeError("decoders.image: empty input (0 bytes)")
     head = bytes(data[:4])
-    if head[:2] == b"\xff\xd8" and bytes(data[-1024:]).rfind(b"\xff\xd9") < 0:
+    if head[:2] == b"\xff\xd8" and not _jpeg_has_end(data):
         raise DecodeError(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
@@ -73,6 +73,32 @@ def decode_cpu(
     elif output_type != DALIImageType.BGR:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # RGB and ANY_DATA
     return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def _jpeg_has_end(data: np.ndarray) -> bool:
+    """Whether a JPEG's entropy-coded data is followed by its end-of-image marker.
+
+    Fast path: the marker in the last KiB. Else (data appended after the image: motion
+    photos, maker notes) the header segments are walked to the first start-of-scan, so that
+    an EXIF thumbnail's own end marker does not count, and the marker is searched after it.
+    """
+    if bytes(data[-1024:]).rfind(b"\xff\xd9") >= 0:
+        return True
+    b = data.tobytes()
+    pos, n = 2, len(b)
+    while pos + 4 <= n:
+        if b[pos] != 0xFF:
+            return True  # not a header we understand: leave it to the decoder
+        marker = b[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+        elif marker == 0xDA:  # start of scan: the image data follows
+            return b.find(b"\xff\xd9", pos) >= 0
+        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+            pos += 2
+        else:
+            pos += 2 + ((b[pos + 2] << 8) | b[pos + 3])
+    return False
 
 
 def _scale_range(img: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -174,3 +174,30 @@ def test_unsupported_decoder_arguments_are_refused():
             cls(device="mixed", adjust_orientation=False)
         with pytest.raises(ArgumentError, match="dtype="):
             cls(device="mixed", dtype=types.FLOAT)
+
+
+def test_jpeg_with_trailing_data_decodes(rgb):
+    # Motion photos and some cameras append data (an MP4, maker notes) after the end-of-image
+    # marker; a decoder must not take such a file for a truncated one.
+    data = encode(rgb, ".jpg", cv2.IMWRITE_JPEG_QUALITY, 90)
+    want = decode_cpu(data, types.RGB)
+    trailer = np.frombuffer(b"ftypmp42" + bytes(range(256)) * 40, np.uint8)
+    np.testing.assert_array_equal(decode_cpu(np.concatenate([data, trailer]), types.RGB), want)
+
+
+def test_truncated_jpeg_with_exif_thumbnail_is_still_an_error(rgb):
+    from io import BytesIO
+
+    from PIL import Image
+
+    im = Image.fromarray(rgb)
+    thumb = BytesIO()
+    im.resize((8, 6)).save(thumb, format="JPEG")
+    exif = im.getexif()
+    exif[0x0112] = 1
+    buf = BytesIO()
+    im.save(buf, format="JPEG", exif=exif.tobytes() + thumb.getvalue(), quality=95)
+    data = np.frombuffer(buf.getvalue(), np.uint8)
+    assert bytes(data[: len(data) // 2]).find(b"\xff\xd9") > 0  # the thumbnail's end marker
+    with pytest.raises(DecodeError, match="truncated JPEG"):
+        decode_cpu(data[: len(data) - 300], types.RGB)
