@@ -34,6 +34,7 @@ def decode_cpu(
     output_type: DALIImageType,
     adjust_orientation: bool = True,
     dtype=np.uint8,
+    file_channels: bool = False,
 ) -> np.ndarray:
     """Decode an encoded image (1-D uint8) to HWC in ``output_type`` colours.
 
@@ -43,6 +44,9 @@ def decode_cpu(
         adjust_orientation: apply the EXIF orientation (default True).
         dtype: uint8 (default), uint16 or float32; values are scaled to the type's dynamic
             range ([0, 1] for float), from the file's own bit depth.
+        file_channels: with ``ANY_DATA``, keep the file's own channels (1 for grayscale, RGBA
+            with alpha), as the CPU operator does; False gives RGB (what the mixed decoder
+            writes for ANY_DATA, and its CPU fallback calls this without the flag).
     """
     dtype = np.dtype(dtype)
     if data.size == 0:
@@ -52,12 +56,20 @@ def decode_cpu(
         raise DecodeError(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
-    flags = cv2.IMREAD_GRAYSCALE if output_type == DALIImageType.GRAY else cv2.IMREAD_COLOR
-    if not adjust_orientation:
-        flags |= cv2.IMREAD_IGNORE_ORIENTATION
-    if dtype != np.uint8:
-        flags |= cv2.IMREAD_ANYDEPTH  # keep 16-bit samples for a wider output type
-    img = cv2.imdecode(data, flags)
+    any_data = output_type == DALIImageType.ANY_DATA and file_channels
+    if any_data:
+        # the file's own channels (gray stays 1, alpha is kept); OpenCV ignores the EXIF
+        # orientation in this mode, so it is applied here
+        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        if img is not None and adjust_orientation:
+            img = _orient(img, _exif_orientation(data))
+    else:
+        flags = cv2.IMREAD_GRAYSCALE if output_type == DALIImageType.GRAY else cv2.IMREAD_COLOR
+        if not adjust_orientation:
+            flags |= cv2.IMREAD_IGNORE_ORIENTATION
+        if dtype != np.uint8:
+            flags |= cv2.IMREAD_ANYDEPTH  # keep 16-bit samples for a wider output type
+        img = cv2.imdecode(data, flags)
     if img is None:
         raise DecodeError(
             f"decoders.image: cannot decode {data.size} bytes starting {head.hex()}: "
@@ -65,14 +77,46 @@ def decode_cpu(
         )
     if img.dtype != np.uint8 and dtype == np.uint8:  # 16-bit PNG/TIFF: scale to uint8's range
         img = (img.astype(np.float32) * (255.0 / np.iinfo(img.dtype).max) + 0.5).astype(np.uint8)
-    if output_type == DALIImageType.GRAY:
+    if img.ndim == 2:  # GRAY, or a one-channel file with ANY_DATA
         img = img[:, :, None]
+    elif any_data:
+        if img.shape[2] in (3, 4):
+            code = cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA
+            img = cv2.cvtColor(img, code)
     elif output_type == DALIImageType.YCbCr:
         ycrcb = cv2.cvtColor(img, cv2.COLOR_BGR2YCrCb)
         img = np.ascontiguousarray(ycrcb[:, :, [0, 2, 1]])
     elif output_type != DALIImageType.BGR:
-        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # RGB and ANY_DATA
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def _exif_orientation(data: np.ndarray) -> int:
+    """The EXIF orientation tag (1..8) of an encoded image; 1 when there is none."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    try:
+        with Image.open(BytesIO(data.tobytes())) as im:
+            value = int(im.getexif().get(0x0112, 1))
+    except Exception:  # no EXIF, or a format Pillow does not read: nothing to turn
+        return 1
+    return value if 1 <= value <= 8 else 1
+
+
+def _orient(img: np.ndarray, orientation: int) -> np.ndarray:
+    """The stored picture turned as the EXIF ``orientation`` says it is displayed."""
+    if orientation in (5, 6, 7, 8):  # the axes swap
+        img = np.swapaxes(img, 0, 1)
+        orientation = {5: 1, 6: 2, 7: 3, 8: 4}[orientation]
+    if orientation == 2:
+        img = img[:, ::-1]
+    elif orientation == 3:
+        img = img[::-1, ::-1]
+    elif orientation == 4:
+        img = img[::-1]
+    return np.ascontiguousarray(img)
 
 
 def _jpeg_has_end(data: np.ndarray) -> bool:
@@ -157,7 +201,9 @@ class _DecoderBase(Operator):
     def decode(self, data: np.ndarray) -> np.ndarray:
         """``decode_cpu`` honouring ``on_error``."""
         try:
-            return decode_cpu(data, self.output_type, self.adjust_orientation, self.dtype)
+            return decode_cpu(
+                data, self.output_type, self.adjust_orientation, self.dtype, file_channels=True
+            )
         except DecodeError as e:
             if self.on_error == "skip":
                 raise SampleSkipped(str(e)) from e
@@ -180,7 +226,9 @@ class ImageDecoder(_DecoderBase):
     """Decodes JPEG, PNG, BMP, TIFF, WebP, PNM and JPEG 2000 images to HWC uint8.
 
     Args:
-        output_type: ``types.RGB`` (default), ``BGR``, ``GRAY``, ``YCbCr`` or ``ANY_DATA``.
+        output_type: ``types.RGB`` (default), ``BGR``, ``GRAY``, ``YCbCr`` or ``ANY_DATA``
+            (the file's own channels: 1 for a grayscale file, RGBA with alpha; the mixed
+            decoder writes RGB for it so far).
         device: ``"cpu"`` or ``"mixed"`` (GPU output; nvJPEG hardware where available).
         adjust_orientation: apply the EXIF orientation (default True; False: CPU only).
         dtype: ``types.UINT8`` (default), ``UINT16`` or ``FLOAT`` (CPU only); values are scaled

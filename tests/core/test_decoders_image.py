@@ -201,3 +201,30 @@ def test_truncated_jpeg_with_exif_thumbnail_is_still_an_error(rgb):
     assert bytes(data[: len(data) // 2]).find(b"\xff\xd9") > 0  # the thumbnail's end marker
     with pytest.raises(DecodeError, match="truncated JPEG"):
         decode_cpu(data[: len(data) - 300], types.RGB)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_any_data_keeps_the_channel_count_and_applies_orientation(rgb, orientation):
+    data = _exif_rotated_jpeg(rgb, orientation)
+    any_data = dict(file_channels=True)
+    np.testing.assert_array_equal(
+        decode_cpu(data, types.ANY_DATA, **any_data), decode_cpu(data, types.RGB)
+    )
+    np.testing.assert_array_equal(
+        decode_cpu(data, types.ANY_DATA, adjust_orientation=False, **any_data),
+        decode_cpu(data, types.RGB, adjust_orientation=False),
+    )
+
+
+def test_any_data_gray_and_alpha_files(rgb):
+    gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    ok, png = cv2.imencode(".png", gray)
+    out = _decode_one(png.ravel(), output_type=types.ANY_DATA)  # the operator keeps 1 channel
+    assert out.shape == (*gray.shape, 1)
+    np.testing.assert_array_equal(out[:, :, 0], gray)
+    rgba = np.dstack([rgb, gray])
+    ok, png = cv2.imencode(".png", cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA))
+    np.testing.assert_array_equal(_decode_one(png.ravel(), output_type=types.ANY_DATA), rgba)
+    np.testing.assert_array_equal(decode_cpu(png.ravel(), types.RGB), rgb)
+    # without the flag (the mixed decoder's CPU fallback): RGB, as the mixed decoder writes
+    np.testing.assert_array_equal(decode_cpu(png.ravel(), types.ANY_DATA), rgb)
