@@ -223,7 +223,7 @@ class _DecoderBase(Operator):
 
 @register(legacy=("ImageDecoder",))
 class ImageDecoder(_DecoderBase):
-    """Decodes JPEG, PNG, BMP, TIFF, WebP, PNM and JPEG 2000 images to HWC uint8.
+    """Decodes JPEG, PNG, BMP, TIFF, WebP, PNM and JPEG 2000 images to HWC (uint8 by default).
 
     Args:
         output_type: ``types.RGB`` (default), ``BGR``, ``GRAY``, ``YCbCr`` or ``ANY_DATA``
