@@ -132,7 +132,7 @@ def _jpeg_has_end(data: np.ndarray) -> bool:
     pos, n = 2, len(b)
     while pos + 4 <= n:
         if b[pos] != 0xFF:
-            return True  # not a header we understand: leave it to the decoder
+            return False  # not a header we understand: no end marker where it belongs
         marker = b[pos + 1]
         if marker == 0xFF:  # fill byte
             pos += 1
@@ -141,7 +141,10 @@ def _jpeg_has_end(data: np.ndarray) -> bool:
         elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
             pos += 2
         else:
-            pos += 2 + ((b[pos + 2] << 8) | b[pos + 3])
+            length = (b[pos + 2] << 8) | b[pos + 3]
+            if length < 2:
+                return False
+            pos += 2 + length
     return False
 
 
