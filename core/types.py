@@ -48,7 +48,9 @@ DataType = DALIDataType
 ImageType = DALIImageType
 InterpType = DALIInterpType
 
-NHWC, NCHW, HWC, CHW = "NHWC", "NCHW", "HWC", "CHW"
+# DALI's legacy layout constants name the sample layout (the batch axis is implicit):
+# ``types.NCHW == "CHW"``, ``types.NHWC == "HWC"``.
+NHWC, NCHW, NFHWC, NFCHW, SAME = "HWC", "CHW", "FHWC", "FCHW", ""
 
 _TO_NUMPY = {
     DALIDataType.UINT8: np.uint8,
