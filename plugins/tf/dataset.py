@@ -243,7 +243,7 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
 
     Other limits of the Python-generator design: the dataset lives in this process (no
     ``tf.data`` service, no SavedModel or TPU), and ``tf.train.Checkpoint`` does not save its
-    position.
+    position: :meth:`checkpoints` does (see there for when it is exact under read-ahead).
 
     tf.distribute (one pipeline per input pipeline):
 
@@ -358,17 +358,29 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
         self._dlp_pipeline = pipeline
         self._dlp_iterator = iterator
         self._dlp_reader_name = reader_name
-        self._dlp_started = False  # an iteration has begun (the probe counts)
+        # An iteration has begun (the probe counts). A dataset restored from a checkpoint
+        # continues the stream it was taken from, so it counts as begun, without the warning
+        # about an unfinished epoch (_dlp_quiet).
+        restored = pipeline.is_restored_from_checkpoint
+        self._dlp_started = restored
+        self._dlp_quiet = restored
         self._dlp_epoch_done = False  # the last iteration ran to the end of its epoch
         self._dlp_names = names
         self._dlp_lock = threading.Lock()
         self._dlp_probe: dict[str, Any] | None = None
+        # The pipelines' checkpoints from before the probe batch was fetched: until the
+        # dataset yields that batch, checkpoints() must not count it.
+        self._dlp_pre_probe: list[bytes] | None = None
         self._dlp_ranks: list[int | None] = [None] * len(names)
         if shape_list is not None:
             self._dlp_ranks = [s.rank for s in shape_list]
 
         if dtype_list is None or shape_list is None:
-            probe = next(iterator)
+            if pipeline._enable_checkpointing:
+                self._dlp_pre_probe = iterator.checkpoints()
+            probe = self._dlp_begin()
+            if probe is None:
+                probe = next(iterator)
             self._dlp_probe = probe
             got = [_fit_rank(probe[n], r) for n, r in zip(names, self._dlp_ranks, strict=True)]
             got_dtypes = [tf.as_dtype(x.dtype) for x in got]
@@ -408,6 +420,12 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
         self.output_map = names if output_map is not None else None
 
         dataset = tf.data.Dataset.from_generator(self._dlp_generate, output_signature=signature)
+        # TF (2.21) injects a prefetch of its own after the generator, which runs it ahead of
+        # what was consumed; off, so that the dataset's own stream is exact for checkpoints().
+        # The pipeline prefetches its batches anyway (prefetch_queue_depth).
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False
+        dataset = dataset.with_options(options)
         super().__init__(dataset, dataset._variant_tensor)
 
     @property
@@ -433,28 +451,64 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
             return values[0]
         return tuple(values)
 
+    def checkpoints(self) -> list[bytes]:
+        """One checkpoint per pipeline (a list of one), holding the dataset's position too.
+
+        To resume, build the same pipeline with ``checkpoint=cps[0]`` (and
+        ``enable_checkpointing=True``) and a ``DLPipeDataset`` over it with the same arguments:
+        iterating it continues with exactly the elements this dataset's generator would have
+        produced next, epoch boundaries included (with ``reader_name``, if the checkpoint was
+        taken in the middle of an epoch, the first iteration of the restored dataset is the
+        rest of that epoch). A probe batch (see Inference) not yet yielded is not counted.
+
+        The checkpoint counts what the generator produced, not what the training step
+        consumed: TF's own read-ahead (``.prefetch(n)``, a ``.map``, which TF makes parallel
+        by default, a ``tf.distribute`` input pipeline, Keras ``model.fit``) pulls elements
+        ahead of the step, and those are not in the resumed stream. It is exact when taken
+        between epochs (after a ``for`` loop over the dataset, or over anything derived from
+        it, ended), or at any step while iterating the dataset itself without ``.prefetch``,
+        ``.map`` or another transformation that reads ahead (TF's injected prefetch is turned
+        off on this dataset for that reason).
+
+        Raises:
+            PipelineError: the pipeline was built without ``enable_checkpointing=True``.
+        """
+        with self._dlp_lock:
+            if self._dlp_probe is not None and self._dlp_pre_probe is not None:
+                return list(self._dlp_pre_probe)
+            return self._dlp_iterator.checkpoints()
+
+    def _dlp_begin(self) -> dict[str, Any] | None:
+        """Start an iteration (under the lock): its first batch if that is already fetched
+        (the probe, or the rest of an unfinished epoch), else None."""
+        it = self._dlp_iterator
+        first, self._dlp_probe = self._dlp_probe, None
+        if self._dlp_epoch_done:
+            iter(it)  # the last iteration saw its epoch end: start the next one
+        elif first is None and self._dlp_started:
+            # An earlier iteration (or the dataset a checkpoint came from) stopped before it
+            # saw the end of its epoch.
+            try:
+                first = next(it)
+            except StopIteration:  # it had taken every batch: start the next epoch
+                iter(it)
+            else:
+                if self._dlp_reader_name is not None and not self._dlp_quiet:
+                    logger.warning(
+                        "a new iteration of DLPipeDataset continues the epoch that an "
+                        "earlier iteration left unfinished (reader %r)",
+                        self._dlp_reader_name,
+                    )
+        self._dlp_started = True
+        self._dlp_quiet = False
+        self._dlp_epoch_done = False
+        return first
+
     def _dlp_generate(self):
         """One iteration of the dataset: the next epoch, or the rest of an unfinished one."""
         it = self._dlp_iterator
         with self._dlp_lock:
-            first, self._dlp_probe = self._dlp_probe, None
-            if self._dlp_epoch_done:
-                iter(it)  # the last iteration saw its epoch end: start the next one
-            elif first is None and self._dlp_started:
-                # An earlier iteration stopped before it saw the end of its epoch.
-                try:
-                    first = next(it)
-                except StopIteration:  # it had taken every batch: start the next epoch
-                    iter(it)
-                else:
-                    if self._dlp_reader_name is not None:
-                        logger.warning(
-                            "a new iteration of DLPipeDataset continues the epoch that an "
-                            "earlier iteration left unfinished (reader %r)",
-                            self._dlp_reader_name,
-                        )
-            self._dlp_started = True
-            self._dlp_epoch_done = False
+            first = self._dlp_begin()
         if first is not None:
             yield self._dlp_pack(first)
         while True:

@@ -439,3 +439,125 @@ def test_deprecated_aliases_warn_and_work(make_files):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DLPipeDataset(reader_pipe(root, 2), output_dtypes=(tf.uint8, tf.int32))
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+
+
+def ckpt_pipe(root, checkpoint=None, shuffle=True):
+    """7 files in shuffled order (the reader's RNG and position are in the checkpoint)."""
+    pipe = Pipeline(
+        batch_size=2,
+        num_threads=1,
+        device_id=None,
+        seed=5,
+        enable_checkpointing=True,
+        checkpoint=checkpoint,
+    )
+    with pipe:
+        data, label = fn.readers.file(
+            file_root=root, random_shuffle=shuffle, initial_fill=3, name="Reader"
+        )
+        pipe.set_outputs(data, label)
+    return pipe
+
+
+SPECS = dict(output_dtypes=(tf.uint8, tf.int32), output_shapes=((None, 4), (None, 1)))
+
+
+def partial_epoch(ds, k: int) -> list[list[int]]:
+    """The first ``k`` elements of an iteration, which then stops (``break``)."""
+    out = []
+    if k == 0:
+        return out
+    for data, _ in ds:
+        out.append(ids(data))
+        if len(out) == k:
+            break
+    return out
+
+
+@pytest.mark.parametrize("specs", [False, True], ids=["probe", "specs"])
+@pytest.mark.parametrize("policy", [FILL, PARTIAL])
+@pytest.mark.parametrize("full, k", [(0, 0), (0, 1), (0, 3), (1, 0), (1, 2), (1, 4), (2, 0)])
+def test_checkpoint_resumes_exactly(make_files, caplog, specs, policy, full, k):
+    """``full`` whole epochs (for loops that ended), then ``k`` elements of the next (a loop
+    stopped by ``break``; k=4 is every batch of the epoch, its end not seen yet): the restored
+    dataset yields, loop by loop, what the original yields next, and the stream is the
+    uninterrupted one."""
+    root, _ = make_files(7)
+    kwargs = dict(reader_name="Reader", last_batch_policy=policy, **(SPECS if specs else {}))
+    ref = DLPipeDataset(ckpt_pipe(root), **kwargs)
+    want = [tf_epoch(ref) for _ in range(full + 3)]
+    assert [len(e) for e in want] == [4] * (full + 3)
+
+    ds = DLPipeDataset(ckpt_pipe(root), **kwargs)
+    head = [tf_epoch(ds) for _ in range(full)]
+    part = partial_epoch(ds, k)
+    assert head == want[:full] and part == want[full][:k]
+    cps = ds.checkpoints()
+    assert isinstance(cps, list) and len(cps) == 1 and isinstance(cps[0], bytes)
+
+    restored = DLPipeDataset(ckpt_pipe(root, checkpoint=cps[0]), **kwargs)
+    assert restored.element_spec == ds.element_spec
+    with caplog.at_level(logging.WARNING, logger="dlpipe.plugins.tf.dataset"):
+        got = [tf_epoch(restored) for _ in range(2)]
+    assert "continues the epoch" not in caplog.text  # resuming is not an unfinished epoch
+    assert got == [tf_epoch(ds) for _ in range(2)]  # what the original yields next
+    if 0 < k < 4:  # the first iteration is the rest of the epoch
+        assert got == [want[full][k:], want[full + 1]]
+    else:
+        nxt = full + (k == 4)
+        assert got == want[nxt : nxt + 2]
+
+
+@pytest.mark.parametrize("specs", [False, True], ids=["probe", "specs"])
+def test_checkpoint_of_a_fresh_dataset_excludes_the_probe(make_files, specs):
+    root, _ = make_files(7)
+    kwargs = dict(reader_name="Reader", **(SPECS if specs else {}))
+    ds = DLPipeDataset(ckpt_pipe(root), **kwargs)
+    cps = ds.checkpoints()  # the probe batch (if any) is fetched, not yielded: not counted
+    want = [tf_epoch(ds) for _ in range(2)]
+    assert ds.checkpoints() != cps
+    restored = DLPipeDataset(ckpt_pipe(root, checkpoint=cps[0]), **kwargs)
+    assert [tf_epoch(restored) for _ in range(2)] == want
+    # A checkpoint of the restored dataset before it yields anything is the same position.
+    again = DLPipeDataset(ckpt_pipe(root, checkpoint=cps[0]), **kwargs)
+    twice = DLPipeDataset(ckpt_pipe(root, checkpoint=again.checkpoints()[0]), **kwargs)
+    assert [tf_epoch(twice) for _ in range(2)] == want
+
+
+@pytest.mark.parametrize("specs", [False, True], ids=["probe", "specs"])
+@pytest.mark.parametrize("k", [0, 1, 3, 5])
+def test_checkpoint_of_an_endless_dataset(make_files, specs, k):
+    root, _ = make_files(5)
+    kwargs = SPECS if specs else {}
+    want = [ids(d) for d, _ in DLPipeDataset(ckpt_pipe(root), **kwargs).take(k + 6)]
+    ds = DLPipeDataset(ckpt_pipe(root), **kwargs)
+    assert partial_epoch(ds, k) == want[:k]
+    restored = DLPipeDataset(ckpt_pipe(root, checkpoint=ds.checkpoints()[0]), **kwargs)
+    assert [ids(d) for d, _ in restored.take(6)] == want[k:]
+
+
+def test_checkpoint_between_epochs_with_prefetch(make_files):
+    """``.prefetch`` reads ahead only within an iteration: after a loop over it ended, the
+    checkpoint is exact."""
+    root, _ = make_files(7)
+    ref = DLPipeDataset(ckpt_pipe(root), reader_name="Reader", last_batch_policy=PARTIAL)
+    want = [tf_epoch(ref) for _ in range(3)]
+    ds = DLPipeDataset(ckpt_pipe(root), reader_name="Reader", last_batch_policy=PARTIAL)
+    assert tf_epoch(ds.prefetch(3)) == want[0]
+    restored = DLPipeDataset(
+        ckpt_pipe(root, checkpoint=ds.checkpoints()[0]),
+        reader_name="Reader",
+        last_batch_policy=PARTIAL,
+    )
+    assert [tf_epoch(restored.prefetch(3)) for _ in range(2)] == want[1:]
+
+
+def test_checkpoints_need_enable_checkpointing(make_files):
+    root, _ = make_files(4)
+    for kwargs in ({}, SPECS):
+        ds = DLPipeDataset(reader_pipe(root, 2), **kwargs)
+        with pytest.raises(PipelineError, match="enable_checkpointing=True"):
+            ds.checkpoints()
