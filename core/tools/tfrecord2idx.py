@@ -8,13 +8,12 @@ TFRecord (or is cut short) fails here with its offset instead of later in the re
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import DlpipeError
 from ..readers.tfrecord import scan_records
+from ._cli import run_index_tool
 
 
 def make_tfrecord_index(tfrecord_path: str, index_path: str | None = None) -> str:
@@ -44,20 +43,14 @@ def make_tfrecord_index(tfrecord_path: str, index_path: str | None = None) -> st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="dlpipe make-tfrecord-index",
-        description="Write the index file of a TFRecord file (DALI's tfrecord2idx format).",
+    return run_index_tool(
+        argv,
+        "dlpipe make-tfrecord-index",
+        "Write the index file of a TFRecord file (DALI's tfrecord2idx format).",
+        "tfrecord",
+        "the TFRecord file",
+        make_tfrecord_index,
     )
-    parser.add_argument("tfrecord", help="the TFRecord file")
-    parser.add_argument("index", nargs="?", help="the index file (default: TFRECORD's .idx)")
-    args = parser.parse_args(argv)
-    try:
-        path = make_tfrecord_index(args.tfrecord, args.index)
-    except DlpipeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,13 +7,13 @@ member's data, in bytes, a multiple of 512).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import DataNotFoundError, DecodeError, DlpipeError
+from ..errors import DataNotFoundError, DecodeError
 from ..readers.webdataset import scan_tar
+from ._cli import run_index_tool
 
 
 def default_index_path(tar_path: str) -> str:
@@ -58,20 +58,14 @@ def make_webdataset_index(tar_path: str, index_path: str | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="dlpipe make-wds-index",
-        description="Write the index file of a WebDataset tar shard (DALI's wds2idx v1.2).",
+    return run_index_tool(
+        argv,
+        "dlpipe make-wds-index",
+        "Write the index file of a WebDataset tar shard (DALI's wds2idx v1.2).",
+        "archive",
+        "the tar file",
+        make_webdataset_index,
     )
-    parser.add_argument("archive", help="the tar file")
-    parser.add_argument("index", nargs="?", help="the index file (default: ARCHIVE's .idx)")
-    args = parser.parse_args(argv)
-    try:
-        path = make_webdataset_index(args.archive, args.index)
-    except DlpipeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
 
 
 if __name__ == "__main__":
