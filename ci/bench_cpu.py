@@ -12,24 +12,12 @@ import os
 import platform
 import time
 
-from dlpipe import fn, pipeline_def
+from dlpipe.cli import build_bench_pipeline
 from dlpipe.synthetic import make_dataset
 
 
-def seed_pipeline(root: str, batch: int, threads: int, size: int):
-    @pipeline_def(
-        batch_size=batch, num_threads=threads, device_id=None, seed=0, prefetch_queue_depth=2
-    )
-    def pipe():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
-        images = fn.decoders.image(jpegs, device="cpu")
-        return fn.resize(images, size=(size, size)), labels
-
-    return pipe()
-
-
 def time_dlpipe(root: str, batch: int, threads: int, size: int, seconds: float) -> float:
-    pipe = seed_pipeline(root, batch, threads, size)
+    pipe = build_bench_pipeline("seed640", root, "cpu", batch, threads, seed=0, size=size)
     for _ in range(2):  # warm-up (thread pool, page cache, allocator)
         pipe.run()
     n, start = 0, time.perf_counter()

@@ -23,11 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from dlpipe import fn, pipeline_def, types
+from dlpipe import Pipeline, fn
+from dlpipe.cli import build_bench_pipeline
 from dlpipe.synthetic import make_dataset
-
-MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
-STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 def _make_class(job):
@@ -111,38 +109,12 @@ def time_pipe(pipe, batch: int, iters: int, warmup: int, mem_key: str | None = N
 
 
 def seed_pipe(root, batch, threads, size, decode_only=False):
-    @pipeline_def(
-        batch_size=batch, num_threads=threads, device_id=0, seed=0, prefetch_queue_depth=2
-    )
-    def pipe():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
-        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
-        if decode_only:
-            return images, labels
-        return fn.resize(images, size=(size, size)), labels
-
-    return pipe()
+    name = "decode" if decode_only else "seed640"
+    return build_bench_pipeline(name, root, "gpu", batch, threads, seed=0, size=size)
 
 
 def rn50_pipe(root, batch, threads):
-    @pipeline_def(
-        batch_size=batch, num_threads=threads, device_id=0, seed=0, prefetch_queue_depth=2
-    )
-    def pipe():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
-        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
-        images = fn.resize(images, size=(224, 224))
-        images = fn.crop_mirror_normalize(
-            images,
-            dtype=types.FLOAT16,
-            output_layout="CHW",
-            mean=MEAN,
-            std=STD,
-            mirror=fn.random.coin_flip(),
-        )
-        return images, labels
-
-    return pipe()
+    return build_bench_pipeline("rn50", root, "gpu", batch, threads, seed=0)
 
 
 def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9):
@@ -332,7 +304,6 @@ def profile(root: str, files: list[str], batch: int, iters: int) -> None:
     import threading
     from collections import defaultdict
 
-    from dlpipe import Pipeline
     from dlpipe.decoders import _nvimgcodec
     from dlpipe.executor import Executor
     from dlpipe.executor_gpu import GpuStage

@@ -17,36 +17,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_gpu import MEAN, STD, ensure_dataset  # noqa: E402
+from bench_gpu import ensure_dataset  # noqa: E402
 
-from dlpipe import fn, pipeline_def, types  # noqa: E402
-
-
-def build(kind: str, root: str, batch: int, threads: int, gpu: int, shard: int, shards: int):
-    @pipeline_def(batch_size=batch, num_threads=threads, device_id=gpu, seed=shard)
-    def pipe():
-        jpegs, labels = fn.readers.file(
-            file_root=root, random_shuffle=True, shard_id=shard, num_shards=shards, name="Reader"
-        )
-        if kind == "seed640":
-            images = fn.decoders.image(jpegs, device="mixed")
-            return fn.resize(images, size=(640, 640)), labels
-        images = fn.decoders.image_random_crop(jpegs, device="mixed")
-        images = fn.resize(images, size=(224, 224))
-        return fn.crop_mirror_normalize(
-            images,
-            dtype=types.FLOAT16,
-            output_layout="CHW",
-            mean=MEAN,
-            std=STD,
-            mirror=fn.random.coin_flip(),
-        ), labels
-
-    return pipe()
+from dlpipe.cli import build_bench_pipeline  # noqa: E402
 
 
 def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue):
-    pipe = build(kind, root, batch, threads, gpu, gpu, shards)
+    pipe = build_bench_pipeline(
+        kind, root, "gpu", batch, threads, seed=gpu, device_id=gpu, shard_id=gpu, num_shards=shards
+    )
     for _ in range(warmup):
         pipe.run()[0].as_cpu()
     barrier.wait()

@@ -129,6 +129,7 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 PIPELINES = {
     "seed640": "file -> decode -> resize 640x640",
     "rn50": "file -> image_random_crop -> resize 224 -> crop_mirror_normalize (flip, fp16, CHW)",
+    "decode": "file -> decode",
 }
 
 
@@ -140,25 +141,42 @@ def build_bench_pipeline(
     threads: int,
     seed: int = 42,
     on_error: str = "raise",
+    *,
+    size: int = 640,
+    device_id: int = 0,
+    shard_id: int = 0,
+    num_shards: int = 1,
 ):
-    """The ``bench`` pipelines: ``seed640`` and ``rn50`` (see :data:`PIPELINES`).
+    """The standard pipelines of ``dlpipe bench`` and ``ci/bench_*.py`` (see :data:`PIPELINES`).
 
-    ``device="gpu"`` decodes with ``device="mixed"``; the operators after it then run on the
-    GPU. ``device="cpu"`` builds a CPU-only graph (``device_id=None``). ``on_error`` goes to
-    the decoder (``"skip"`` replaces corrupt images).
+    ``device="gpu"`` decodes with ``device="mixed"`` on GPU ``device_id``; the operators after
+    it then run on the GPU. ``device="cpu"`` builds a CPU-only graph (``device_id=None``).
+    ``on_error`` goes to the decoder (``"skip"`` replaces corrupt images); ``size`` is seed640's
+    output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU).
     """
     from . import fn, pipeline_def, types
 
     decode = "mixed" if device == "gpu" else "cpu"
 
     @pipeline_def(
-        batch_size=batch, num_threads=threads, device_id=0 if device == "gpu" else None, seed=seed
+        batch_size=batch,
+        num_threads=threads,
+        device_id=device_id if device == "gpu" else None,
+        seed=seed,
     )
     def bench_pipe():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
-        if name == "seed640":
+        jpegs, labels = fn.readers.file(
+            file_root=root,
+            random_shuffle=True,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            name="Reader",
+        )
+        if name in ("seed640", "decode"):
             images = fn.decoders.image(jpegs, device=decode, on_error=on_error)
-            return fn.resize(images, size=(640, 640)), labels
+            if name == "decode":
+                return images, labels
+            return fn.resize(images, size=(size, size)), labels
         images = fn.decoders.image_random_crop(jpegs, device=decode, on_error=on_error)
         images = fn.resize(images, size=(224, 224))
         images = fn.crop_mirror_normalize(
