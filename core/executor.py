@@ -20,8 +20,10 @@ in the caller of ``get()``, naming the operator, the sample and its file.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -107,6 +109,18 @@ def _call_source(node: OpNode, n: int, iteration: int) -> list:
         raise
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # executors with stage threads, for _close_all
+
+
+@atexit.register
+def _close_all() -> None:
+    """At interpreter exit, stop the stage threads of pipelines nobody closed: a daemon thread
+    killed inside a C++ decoder call can abort the process ("terminate called without an
+    active exception")."""
+    for ex in list(_LIVE):
+        ex.close()
+
+
 class Executor:
     """Runs the operators of a built graph; see the module docstring.
 
@@ -175,6 +189,7 @@ class Executor:
         self._resume = threading.Event()
         if run_async:
             self._start_threads()
+            _LIVE.add(self)
 
     # --- scheduling -------------------------------------------------------------------------
     def to_schedule(self) -> int:

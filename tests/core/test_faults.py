@@ -188,3 +188,27 @@ def test_skip_is_cpu_only_for_now():
     with pytest.raises(ArgumentError, match="device='cpu' only"):
         with pipe:
             fn.decoders.image(fn.readers.file(files=["x"])[0], device="mixed", on_error="skip")
+
+
+_EXIT_SCRIPT = """
+import sys
+from dlpipe.cli import build_bench_pipeline
+
+p = build_bench_pipeline("decode", sys.argv[1], "cpu", batch=4, threads=1, seed=0)
+p.run()
+p.run()  # exits with prefetched iterations still decoding, without close()
+"""
+
+
+def test_exit_without_close_is_clean(image_root):
+    import subprocess
+    import sys
+
+    for _ in range(12):  # the abort this guards against hit one exit in three to eight
+        out = subprocess.run(
+            [sys.executable, "-c", _EXIT_SCRIPT, image_root],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
