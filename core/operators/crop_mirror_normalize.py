@@ -151,7 +151,7 @@ class CropMirrorNormalize(CropArgs, Operator):
         self.mirror = bool(mirror)
         if not isinstance(output_layout, str):
             raise ArgumentError(f"{self.schema}: output_layout={output_layout!r} must be a str")
-        # DALI's legacy constants: types.NCHW == "CHW", types.NHWC == "HWC", NFHWC, NFCHW
+        # the literal legacy spellings too ("NCHW" for "CHW", ...); types.NCHW is "CHW" already
         self.output_layout = _LEGACY_LAYOUTS.get(output_layout, output_layout)
         self.pad_output = bool(pad_output)
 
