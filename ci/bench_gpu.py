@@ -68,6 +68,9 @@ def _gpu_used() -> int:
 
 
 MEM: dict = {}
+SHOW_STATS = False  # --stats
+# (max_streams, description): the default decodes 2 iterations at once (max_streams=-1)
+LANE_VARIANTS = ((1, "decoding one iteration at a time (max_streams=1)"), (4, "3 decode lanes"))
 
 
 def time_pipe(pipe, batch: int, iters: int, warmup: int, mem_key: str | None = None) -> float:
@@ -91,6 +94,14 @@ def time_pipe(pipe, batch: int, iters: int, warmup: int, mem_key: str | None = N
     for _ in range(iters):
         outs = step()
     rate = iters * batch / (time.perf_counter() - start)
+    if SHOW_STATS:  # host ms per batch: each operator, each stage
+        st = pipe.stats()
+        ops = ", ".join(
+            f"{k} {v['total_s'] * 1e3 / max(1, st['batches']):.2f}"
+            for k, v in st["operators"].items()
+        )
+        stages = ", ".join(f"{k} {v['per_iteration_ms']:.2f}" for k, v in st["stages"].items())
+        print(f"    host ms/batch: operators: {ops}; stages: {stages}", flush=True)
     if mem_key:
         out_bytes = (
             sum(int(np.prod(s)) for s in outs[0].shape())
@@ -108,13 +119,13 @@ def time_pipe(pipe, batch: int, iters: int, warmup: int, mem_key: str | None = N
     return rate
 
 
-def seed_pipe(root, batch, threads, size, decode_only=False):
+def seed_pipe(root, batch, threads, size, decode_only=False, **kw):
     name = "decode" if decode_only else "seed640"
-    return build_bench_pipeline(name, root, "gpu", batch, threads, seed=0, size=size)
+    return build_bench_pipeline(name, root, "gpu", batch, threads, seed=0, size=size, **kw)
 
 
-def rn50_pipe(root, batch, threads):
-    return build_bench_pipeline("rn50", root, "gpu", batch, threads, seed=0)
+def rn50_pipe(root, batch, threads, **kw):
+    return build_bench_pipeline("rn50", root, "gpu", batch, threads, seed=0, **kw)
 
 
 def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9):
@@ -211,7 +222,15 @@ def main() -> None:
         "--json",
         default=os.environ.get("OUT", "") and os.path.join(os.environ["OUT"], "bench_gpu.json"),
     )
+    ap.add_argument("--stats", action="store_true", help="print host time per operator/stage")
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        help="also time (a) and (b) with this sys.setswitchinterval (a GIL diagnostic)",
+    )
     args = ap.parse_args()
+    global SHOW_STATS
+    SHOW_STATS = args.stats
     import cupy
 
     t0 = time.perf_counter()
@@ -245,6 +264,11 @@ def main() -> None:
                 time_pipe(seed_pipe(args.data, b, 4, 640), b, it, wu),
                 20000,
             )
+        for ms, what in LANE_VARIANTS:
+            add(
+                f"(a) the same, {what}",
+                time_pipe(seed_pipe(args.data, b, th, 640, max_streams=ms), b, it, wu),
+            )
     if "b" in only:
         try:
             rate = time_pipe(rn50_pipe(args.data, b, th), b, it, wu)
@@ -256,6 +280,11 @@ def main() -> None:
             rate,
             17000,
         )
+        for ms, what in LANE_VARIANTS:
+            add(
+                f"(b) the same, {what}",
+                time_pipe(rn50_pipe(args.data, b, th, max_streams=ms), b, it, wu),
+            )
     if "c" in only:
         dl = time_pipe(seed_pipe(args.data, b, th, 0, decode_only=True), b, it, wu)
         add(f"(c) dlpipe file -> mixed decode, {th} threads", dl)
@@ -264,12 +293,26 @@ def main() -> None:
                 "(c) the same, 4 CPU threads",
                 time_pipe(seed_pipe(args.data, b, 4, 0, decode_only=True), b, it, wu),
             )
+        for ms, what in LANE_VARIANTS:
+            add(
+                f"(c) the same, {what}",
+                time_pipe(seed_pipe(args.data, b, th, 0, True, max_streams=ms), b, it, wu),
+            )
         nv = time_nvimgcodec(files, b, it, wu)
         add("(c) nvImageCodec batched decode (HW + hybrid, bytes in memory)", nv)
         for r in rows:
-            if r["pipeline"].startswith("(c) dlpipe") or r["pipeline"].startswith("(c) the"):
+            if r["pipeline"].startswith(("(c) dlpipe", "(c) the")):
                 r["share_of_nvimgcodec"] = round(r["img_s"] / nv, 3)
                 print(f"  {r['pipeline']}: {r['img_s'] / nv:.1%} of nvImageCodec's own decode")
+    if args.switch_interval:
+        import sys
+
+        default = sys.getswitchinterval()
+        sys.setswitchinterval(args.switch_interval)
+        si = f"GIL switch interval {args.switch_interval * 1e3:g} ms (diagnostic)"
+        add(f"(a) the same, {si}", time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu))
+        add(f"(b) the same, {si}", time_pipe(rn50_pipe(args.data, b, th), b, it, wu))
+        sys.setswitchinterval(default)
     if "d" in only:
         add(
             "(d) torchvision.io.decode_jpeg(cuda) batched + resize 640x640 (bytes in memory)",

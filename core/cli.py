@@ -146,13 +146,15 @@ def build_bench_pipeline(
     device_id: int = 0,
     shard_id: int = 0,
     num_shards: int = 1,
+    **pipeline_kwargs,
 ):
     """The standard pipelines of ``dlpipe bench`` and ``ci/bench_*.py`` (see :data:`PIPELINES`).
 
     ``device="gpu"`` decodes with ``device="mixed"`` on GPU ``device_id``; the operators after
     it then run on the GPU. ``device="cpu"`` builds a CPU-only graph (``device_id=None``).
     ``on_error`` goes to the decoder (``"skip"`` replaces corrupt images); ``size`` is seed640's
-    output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU).
+    output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU); other
+    keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...).
     """
     from . import fn, pipeline_def, types
 
@@ -189,7 +191,7 @@ def build_bench_pipeline(
         )
         return images, labels
 
-    return bench_pipe()
+    return bench_pipe(**pipeline_kwargs)
 
 
 def _stats_report(stats) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:

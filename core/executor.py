@@ -9,8 +9,10 @@ One iteration produces one batch:
    from a shared counter, each running the whole chain of per-sample operators for its sample.
    A batch-level operator splits the chain into segments. A segment of light operators only
    (readers feeding a GPU decoder, random numbers) runs on the stage thread itself.
-3. *GPU stage* (when the graph has mixed/GPU operators): a second thread runs them batch-wise on
-   the pipeline's CUDA stream (``executor_gpu.py``).
+3. *Mixed and GPU stages* (when the graph has mixed/GPU operators): the GPU decoders of up to
+   ``lanes`` iterations run at once on a small pool of lane threads, then a GPU-stage thread
+   runs the GPU operators batch-wise, in order, on the pipeline's CUDA stream
+   (``executor_gpu.py``).
 
 With ``exec_async`` the stages run on their own threads and up to ``prefetch_queue_depth``
 iterations are in flight; ``schedule()`` hands out tickets the way DALI's ``schedule_run``
@@ -25,7 +27,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -137,6 +139,9 @@ class Executor:
         snapshot: optional callable returning the operators' states; called after each
             iteration's parameters are drawn, so ``last_state`` is the state right after the
             batch the consumer took last (checkpoints stay exact despite prefetching).
+        lookahead: iterations run ahead of the prefetch depth, so that the GPU stage's lanes
+            have batches to decode at once (they end as decoded intermediate data, not as
+            extra output batches: the GPU stage still hands out one at a time, in order).
     """
 
     def __init__(
@@ -151,6 +156,7 @@ class Executor:
         gpu_stage: Callable[[Workspace], tuple] | None = None,
         snapshot: Callable[[], list] | None = None,
         gpu_ops: Sequence[OpNode] = (),
+        lookahead: int = 0,
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -177,6 +183,11 @@ class Executor:
             if num_threads > 1
             else None
         )
+        lanes = getattr(gpu_stage, "lanes", 0) if run_async else 0
+        self._mixed_pool = (
+            ThreadPoolExecutor(lanes, thread_name_prefix="dlpipe-mixed") if lanes else None
+        )
+        self._lookahead = max(0, lookahead) if lanes else 0
         self._iteration = 0
         self._scheduled = 0
         self._first = True
@@ -209,7 +220,10 @@ class Executor:
         self._first = False
         self._scheduled += n
         if self.run_async:
-            for _ in range(n):
+            # The lookahead's tickets are queued once, with the first; from then on each
+            # iteration handed out is replaced by one, so they stay ahead.
+            extra, self._lookahead = self._lookahead, 0
+            for _ in range(n + extra):
                 self._tickets.put(True)
 
     def pending(self) -> int:
@@ -275,6 +289,8 @@ class Executor:
             self._tickets.put(None)
         for t in self._threads:
             t.join(timeout=10)
+        if self._mixed_pool is not None:
+            self._mixed_pool.shutdown(wait=True, cancel_futures=True)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -294,7 +310,7 @@ class Executor:
             self._threads = [
                 threading.Thread(
                     target=self._stage_loop,
-                    args=(self._tickets, mid, lambda _: self._run_cpu()),
+                    args=(self._tickets, mid, self._cpu_then_mixed),
                     name="dlpipe-cpu-stage",
                     daemon=True,
                 ),
@@ -310,6 +326,20 @@ class Executor:
 
     def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None, list[dict]]:
         return self._finish(self._run_cpu())
+
+    def _cpu_then_mixed(self, _ticket) -> Workspace | Future:
+        """The CPU stage; then, with lanes, the iteration's mixed operators are handed to a lane
+        (the GPU stage takes the futures in order)."""
+        ws = self._run_cpu()
+        if self._mixed_pool is None:
+            return ws
+        return self._mixed_pool.submit(self._run_mixed, ws)
+
+    def _run_mixed(self, ws: Workspace) -> Workspace:
+        start = perf_counter()
+        ws = self.gpu_stage.run_mixed(ws)
+        self.profiler.add_stage("mixed", start, perf_counter())
+        return ws
 
     def _stage_loop(self, inbox: queue.Queue, outbox: queue.Queue, fn: Callable) -> None:
         failed = False
@@ -539,8 +569,10 @@ class Executor:
             for dn, v in zip(node.outputs, out, strict=True):
                 values[dn][i] = v
 
-    def _finish(self, ws: Workspace) -> tuple[tuple, list | None, list[dict]]:
+    def _finish(self, ws: Workspace | Future) -> tuple[tuple, list | None, list[dict]]:
         """(outputs, operator states after this iteration, its skipped samples)."""
+        if isinstance(ws, Future):  # a lane ran its mixed operators
+            ws = ws.result()
         if self.gpu_stage is not None:
             start = perf_counter()
             outputs = self.gpu_stage(ws)

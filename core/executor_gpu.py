@@ -1,16 +1,27 @@
 """The GPU stage of the executor: mixed then GPU operators, batch-wise, on the pipeline's stream.
 
-The executor's GPU-stage thread calls :class:`GpuStage` once per iteration with the workspace the
-CPU stage filled. Operators run in graph order, each with one ``run_batch`` call for the whole
-batch; every launch goes to one non-blocking CUDA stream owned by the pipeline. A CUDA event
-recorded after the last operator marks the iteration's outputs ready; the host never waits for
-the GPU here, so the CPU stage, this stage and the GPU overlap. Each iteration allocates its
-outputs afresh (CuPy's pool recycles freed blocks in stream order), so a batch handed out is
-never overwritten while someone holds it, and memory stays flat from one epoch to the next.
+Two halves, each with one ``run_batch`` call per operator for the whole batch:
+
+* the *mixed* operators (the GPU decoders; they take CPU inputs only, so they can all run
+  first) run in ``lanes`` threads, each with its own CUDA stream and its own decoder instance,
+  so up to ``lanes`` iterations decode at once. A decoder call is mostly host work (parsing,
+  Huffman decoding, submitting to the hardware engines) with the GIL released; two lanes keep
+  the hardware engines fed while one lane is on the host. A CUDA event ends each lane's part.
+* the *GPU* operators run in graph order on the pipeline's own non-blocking stream, which first
+  waits (on the device, not the host) for the lane's event. With no lanes (``max_streams=1``,
+  or a mixed operator that cannot run concurrently) the mixed operators run here too.
+
+A CUDA event recorded after the last operator marks the iteration's outputs ready; the host
+never waits for the GPU here, so the stages and the GPU overlap. The lane's stream then waits
+for that event, so whatever the lane allocated for the iteration (decoded images) is freed, and
+reused, only after the GPU operators read it. Each iteration allocates its outputs afresh
+(CuPy's pool recycles freed blocks in stream order), so a batch handed out is never overwritten
+while someone holds it, and memory stays flat from one epoch to the next.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -40,6 +51,10 @@ class GpuStage:
         gpu_ops: the mixed/GPU operator nodes.
         outputs: the pipeline outputs (CPU outputs are passed through as TensorListCPU).
         layouts: layout per DataNode.
+        lanes: threads (each with its own stream) running the mixed operators of different
+            iterations at once; 0 runs them on the GPU stage's thread and stream. Used only
+            when every mixed operator sets ``concurrent_batches`` (its ``run_batch`` may run in
+            several threads at once), else 0.
 
     Raises:
         MissingExtraError: CuPy is not installed.
@@ -52,6 +67,7 @@ class GpuStage:
         gpu_ops: Sequence[OpNode],
         outputs: Sequence[DataNode],
         layouts: dict[DataNode, str],
+        lanes: int = 0,
     ):
         check_gpu_inputs(gpu_ops)
         cupy = require_extra("cupy", "cuda13")
@@ -76,45 +92,81 @@ class GpuStage:
         with cupy.cuda.Device(self.device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ops = list(gpu_ops)
+        self.mixed_ops = [n for n in self.ops if n.device == "mixed"]
+        self.gpu_ops = [n for n in self.ops if n.device != "mixed"]
+        concurrent = all(getattr(n.op, "concurrent_batches", False) for n in self.mixed_ops)
+        self.lanes = max(0, int(lanes)) if self.mixed_ops and concurrent else 0
+        self._lane = threading.local()  # each lane thread's stream
+        # ... all of them, alive as long as this stage: what a lane decoded (a pipeline output
+        # held after close()) is freed in its stream's order, so the stream must outlive it
+        self._lane_streams: list = []
         self.outputs = list(outputs)
         self.layouts = layouts
         self.profiler = None  # set by the executor
 
-    def __call__(self, ws: Workspace) -> tuple:
+    def run_mixed(self, ws: Workspace) -> Workspace:
+        """The mixed operators of one iteration, on the calling lane thread's own stream; the
+        workspace comes back with ``ws.gpu`` = (lane event, lane stream)."""
         cupy = self._cupy
+        with cupy.cuda.Device(self.device_id):
+            stream = getattr(self._lane, "stream", None)
+            if stream is None:
+                stream = self._lane.stream = cupy.cuda.Stream(non_blocking=True)
+                self._lane_streams.append(stream)
+            with stream:
+                self._run_ops(self.mixed_ops, ws, stream)
+                event = cupy.cuda.Event(block=False, disable_timing=True)
+                event.record(stream)
+        ws.gpu = (event, stream)
+        return ws
+
+    def _run_ops(self, nodes: Sequence[OpNode], ws: Workspace, stream) -> None:
         n = ws.batch_size
+        for node in nodes:
+            op = node.op
+            # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
+            # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
+            params = ws.params[node] if node in ws.params else op.batch_params(n)
+            inputs = [ws.values[x] for x in node.inputs]
+            args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+            start = perf_counter()
+            try:
+                outs = op.run_batch(inputs, args, params, stream)
+            except BaseException as e:
+                raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
+            if self.profiler is not None:  # host time: enqueueing, plus decode calls
+                end = perf_counter()
+                self.profiler.add_ops(
+                    {node.name: end - start},
+                    {node.name: n},
+                    {node.name: (op.schema, op.device)},
+                )
+                self.profiler.span(node.name, "gpu operator (host)", start, end)
+            if len(node.outputs) == 1:
+                outs = (outs[0] if isinstance(outs, tuple) else outs,)
+            elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):
+                raise RuntimeError(
+                    f"{op.schema}.run_batch returned {type(outs).__name__}; expected a tuple "
+                    f"of {len(node.outputs)} outputs"
+                )
+            for dn, val in zip(node.outputs, outs, strict=True):
+                ws.values[dn] = self._SampleList.coerce(val)
+
+    def __call__(self, ws: Workspace) -> tuple:
+        """The GPU operators (after the mixed ones: run here, or waited for on the device when
+        a lane ran them), then the outputs."""
+        cupy = self._cupy
+        lane = ws.gpu
         with cupy.cuda.Device(self.device_id), self.stream:
-            for node in self.ops:
-                op = node.op
-                # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
-                # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
-                params = ws.params[node] if node in ws.params else op.batch_params(n)
-                inputs = [ws.values[x] for x in node.inputs]
-                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
-                start = perf_counter()
-                try:
-                    outs = op.run_batch(inputs, args, params, self.stream)
-                except BaseException as e:
-                    raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
-                if self.profiler is not None:  # host time: enqueueing, plus decode calls
-                    end = perf_counter()
-                    self.profiler.add_ops(
-                        {node.name: end - start},
-                        {node.name: n},
-                        {node.name: (op.schema, op.device)},
-                    )
-                    self.profiler.span(node.name, "gpu operator (host)", start, end)
-                if len(node.outputs) == 1:
-                    outs = (outs[0] if isinstance(outs, tuple) else outs,)
-                elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):
-                    raise RuntimeError(
-                        f"{op.schema}.run_batch returned {type(outs).__name__}; expected a tuple "
-                        f"of {len(node.outputs)} outputs"
-                    )
-                for dn, val in zip(node.outputs, outs, strict=True):
-                    ws.values[dn] = self._SampleList.coerce(val)
+            if lane is None:
+                self._run_ops(self.ops, ws, self.stream)
+            else:
+                self.stream.wait_event(lane[0])
+                self._run_ops(self.gpu_ops, ws, self.stream)
             event = cupy.cuda.Event(block=False, disable_timing=True)
             event.record(self.stream)
+            if lane is not None:  # the lane's buffers are freed after the GPU operators ran
+                lane[1].wait_event(event)
         ws.gpu = event
         result = []
         for x in self.outputs:

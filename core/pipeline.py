@@ -28,6 +28,8 @@ from .executor import Executor
 from .graph import DataNode, OpNode, current_pipeline, pop_pipeline, push_pipeline
 from .types import to_dali_dtype
 
+DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
+
 
 def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
     if isinstance(depth, dict):
@@ -69,7 +71,13 @@ class Pipeline:
         prefetch_queue_depth: an int, or ``{"cpu_size": x, "gpu_size": y}``.
         output_dtype, output_ndim: optional expected type / rank per output (a single value
             applies to all); a mismatch raises after the iteration.
-        Other DALI arguments (``bytes_per_sample``, ``set_affinity``, ``max_streams``,
+        max_streams: CUDA streams the executor may use (-1: no limit). The GPU stage uses one;
+            with more, the GPU decoders of ``max_streams - 1`` iterations (2 when unlimited)
+            run at once, each on its own stream and decoder (``executor_gpu.py``), and up to
+            that many iterations more than ``prefetch_queue_depth`` are read ahead for them
+            (as decoded images, not as extra output batches). ``max_streams=1``: decoding runs
+            on the GPU stage's own thread and stream.
+        Other DALI arguments (``bytes_per_sample``, ``set_affinity``,
         ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
         accepted as hints.
         py_num_workers, py_start_method: worker processes for ``external_source(parallel=True)``.
@@ -104,6 +112,7 @@ class Pipeline:
         output_ndim=None,
     ):
         self._max_batch_size = batch_size
+        self._max_streams = int(max_streams)
         self._num_threads = num_threads
         self._device_id = device_id
         if seed is None or seed == -1:
@@ -292,7 +301,8 @@ class Pipeline:
         if gpu_ops or any(x.device == "gpu" for x in self._outputs):
             from .executor_gpu import GpuStage
 
-            gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts)
+            lanes = DEFAULT_LANES if self._max_streams < 0 else max(0, self._max_streams - 1)
+            gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts, lanes)
         depth = self._cpu_size + (self._gpu_size if self._separated else 0)
         snapshot = None
         if self._enable_checkpointing:
@@ -312,6 +322,9 @@ class Pipeline:
             gpu_stage,
             snapshot,
             gpu_ops,
+            # Run ahead only where that cannot change what is read: not from external sources
+            # (feed_input / callbacks expect DALI's prefetch count).
+            0 if gpu_stage is None or self._source_ops else max(0, gpu_stage.lanes - 1),
         )
         self._built = True
 

@@ -17,11 +17,15 @@ the default because it is faster on an H100 (4,225 against 3,028 img/s for a bat
 16 reader threads, 2026-11-21): ROI decode needs two more calls into nvImageCodec per sample,
 each of which gives up and takes back the GIL.
 
-Decoded pixels stay in the images nvImageCodec allocated on the pipeline's stream; the batch's
-arrays keep them alive, and they are released in stream order once nothing refers to them.
+Decoded pixels stay in the images nvImageCodec allocated on the calling lane's stream; the
+batch's arrays keep them alive, and they are released in stream order once nothing refers to
+them. ``decode_batch`` may run in several GPU-stage lanes at once (``executor_gpu.py``): each
+thread gets its own nvImageCodec decoder, so two batches are decoded side by side.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -65,11 +69,16 @@ class MixedDecoder:
             nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
             nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
         ]
-        options = f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(op.hybrid_huffman_threshold)}"
-        try:
-            self.decoder = nvi.Decoder(device_id=self.device_id, backends=backends, options=options)
-        except Exception:  # an nvImageCodec without that option
-            self.decoder = nvi.Decoder(device_id=self.device_id, backends=backends)
+        self._backends = backends
+        self._options = (
+            f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(op.hybrid_huffman_threshold)}"
+        )
+        self._local = threading.local()
+        # Every thread's decoder, alive as long as this object: decoded images may outlive the
+        # lane thread that made them (a pipeline output held after close()), and an image
+        # outliving its decoder crashes when it is freed.
+        self._decoders: list = []
+        self._local.decoder = self._make_decoder()  # a bad configuration fails right here
         self.gpu_output = self.output_type in (
             DALIImageType.RGB,
             DALIImageType.BGR,
@@ -94,6 +103,25 @@ class MixedDecoder:
                 color_spec=nvi.ColorSpec.SRGB,
                 sample_format=nvi.SampleFormat.I_RGB,
             )
+
+    def _make_decoder(self):
+        nvi = self.nvimgcodec
+        try:
+            dec = nvi.Decoder(
+                device_id=self.device_id, backends=self._backends, options=self._options
+            )
+        except Exception:  # an nvImageCodec without that option
+            dec = nvi.Decoder(device_id=self.device_id, backends=self._backends)
+        self._decoders.append(dec)  # list.append is atomic
+        return dec
+
+    @property
+    def decoder(self):
+        """This thread's nvImageCodec decoder (each lane thread gets its own)."""
+        dec = getattr(self._local, "decoder", None)
+        if dec is None:
+            dec = self._local.decoder = self._make_decoder()
+        return dec
 
     def _decode(self, blobs: list, stream) -> list:
         """nvImageCodec's batched decode, None where a sample did not decode. Encoded arrays go
@@ -157,6 +185,7 @@ class MixedDecoder:
                 images = self._decode_roi(blobs, [params[i] for i in where], stream, done, where)
             else:
                 images = self._decode(blobs, stream)
+            keep = (self.decoder, stream)
             for i, img in zip(where, images, strict=True):
                 if img is None:
                     cpu.append(i)
@@ -164,7 +193,8 @@ class MixedDecoder:
                 cai = img.__cuda_array_interface__
                 shp = tuple(cai["shape"])
                 st = cai.get("strides")
-                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, img
+                # the image, and what must outlive it: its decoder and its stream
+                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, (img, keep)
                 strides[i] = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
         for i in sorted(cpu):
             done.discard(i)

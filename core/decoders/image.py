@@ -12,6 +12,7 @@ decoder). A truncated JPEG (no end-of-image marker) is an error rather than a ha
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import cv2
@@ -27,6 +28,7 @@ cv2.setNumThreads(1)  # dlpipe parallelises across samples; nested OpenCV thread
 
 
 _DTYPES = (np.uint8, np.uint16, np.float32)
+_GPU_INIT = threading.Lock()  # one MixedDecoder per operator, whichever lane asks first
 
 
 def decode_cpu(
@@ -160,6 +162,9 @@ def _scale_range(img: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 class _DecoderBase(Operator):
     devices = ("cpu", "mixed")
+    # run_batch (mixed) may run for several iterations at once, in the GPU stage's lanes: the
+    # parameters come in, and each thread decodes with its own nvImageCodec decoder.
+    concurrent_batches = True
 
     def _setup_decoder(
         self,
@@ -217,7 +222,9 @@ class _DecoderBase(Operator):
         if self._gpu is None:
             from ._nvimgcodec import MixedDecoder
 
-            self._gpu = MixedDecoder(self)
+            with _GPU_INIT:
+                if self._gpu is None:
+                    self._gpu = MixedDecoder(self)
         return self._gpu
 
     def run_batch(self, inputs, args, params, stream):

@@ -126,3 +126,73 @@ def test_image_random_crop_roi_decode_path(big_root, monkeypatch):
 
     monkeypatch.setattr(_nvimgcodec.MixedDecoder, "__init__", roi_init)
     test_image_random_crop_mixed_matches_cpu_windows(big_root)
+
+
+def _rn50_like(root, max_streams, seed=11, batch=8, checkpointing=False, checkpoint=None):
+    pipe = Pipeline(
+        batch_size=batch,
+        num_threads=2,
+        device_id=0,
+        seed=seed,
+        max_streams=max_streams,
+        enable_checkpointing=checkpointing,
+        checkpoint=checkpoint,
+    )
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="r")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed")
+        images = fn.resize(images, size=(48, 48))
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip()
+        )
+        pipe.set_outputs(images, labels, fn.decoders.image(jpegs, device="mixed"))
+    return pipe
+
+
+@pytest.mark.parametrize("max_streams", [-1, 2, 4])
+def test_decode_lanes_give_the_same_stream_as_one_stream(big_root, max_streams):
+    """Decoding iterations side by side (lanes) changes nothing a user sees: the same batches,
+    in the same order, as decoding one iteration at a time on the GPU stage's stream."""
+    ref, lanes = _rn50_like(big_root, 1), _rn50_like(big_root, max_streams)
+    assert ref._executor.gpu_stage.lanes == 0
+    assert lanes._executor.gpu_stage.lanes == (2 if max_streams == -1 else max_streams - 1)
+    for _ in range(7):
+        a, b = ref.run(), lanes.run()
+        for x, y in zip(a, b, strict=True):
+            assert x.source_info(0) == y.source_info(0)
+            hx, hy = x.as_cpu(), y.as_cpu()
+            for i in range(len(hx)):
+                np.testing.assert_array_equal(hx.at(i), hy.at(i))
+    ref.close()
+    lanes.close()
+
+
+def test_decode_lanes_checkpoint_resumes_exactly(big_root):
+    pipe = _rn50_like(big_root, -1, checkpointing=True)
+    for _ in range(3):
+        pipe.run()
+    ckpt = pipe.checkpoint()
+    rest = [pipe.run()[0].as_cpu().as_array() for _ in range(3)]
+    pipe.close()
+    again = _rn50_like(big_root, -1, checkpointing=True, checkpoint=ckpt)
+    for want in rest:
+        np.testing.assert_array_equal(again.run()[0].as_cpu().as_array(), want)
+    again.close()
+
+
+def test_decode_lanes_corrupt_file_is_named_and_close_does_not_hang(tmp_path):
+    os.makedirs(tmp_path / "a")
+    ok, buf = cv2.imencode(".jpg", np.full((40, 40, 3), 100, np.uint8))
+    for i in range(9):
+        buf.tofile(str(tmp_path / "a" / f"{i}good.jpg"))
+    (tmp_path / "a" / "9bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a jpeg \xff\xd9")
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, max_streams=3)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        pipe.set_outputs(fn.resize(fn.decoders.image(jpegs, device="mixed"), size=(8, 8)))
+    assert pipe._executor.gpu_stage.lanes == 2
+    with pytest.raises(DecodeError, match=r"9bad\.jpg"):
+        for _ in range(5):  # the fifth batch holds the bad file; the first four are fine
+            pipe.run()
+    pipe.close()
+    assert not any(t.is_alive() for t in pipe._executor._threads)
