@@ -193,8 +193,9 @@ class MixedDecoder:
                 cai = img.__cuda_array_interface__
                 shp = tuple(cai["shape"])
                 st = cai.get("strides")
-                # the image, and what must outlive it: its decoder and its stream
-                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, (img, keep)
+                # The image, after what must outlive it (its decoder and its stream): a
+                # tuple drops its items last to first, so the image goes first.
+                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, (keep, img)
                 strides[i] = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
         for i in sorted(cpu):
             done.discard(i)
