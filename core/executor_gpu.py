@@ -22,6 +22,7 @@ while someone holds it, and memory stays flat from one epoch to the next.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -29,6 +30,8 @@ from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error
 from .graph import DataNode, OpNode
 from .tensors import TensorListCPU
+
+_IDLE_STREAMS: dict[int, list] = {}  # lane streams of collected GPU stages, by device
 
 
 def check_gpu_inputs(gpu_ops: Sequence[OpNode]) -> None:
@@ -97,9 +100,13 @@ class GpuStage:
         concurrent = all(getattr(n.op, "concurrent_batches", False) for n in self.mixed_ops)
         self.lanes = max(0, int(lanes)) if self.mixed_ops and concurrent else 0
         self._lane = threading.local()  # each lane thread's stream
-        # ... all of them, alive as long as this stage: what a lane decoded (a pipeline output
-        # held after close()) is freed in its stream's order, so the stream must outlive it
+        # Lane streams come from _IDLE_STREAMS and go back there when this stage is collected:
+        # what a lane decoded (a pipeline output held after close()) is freed in its stream's
+        # order, so the stream is never destroyed.
         self._lane_streams: list = []
+        weakref.finalize(
+            self, _IDLE_STREAMS.setdefault(self.device_id, []).extend, self._lane_streams
+        )
         self.outputs = list(outputs)
         self.layouts = layouts
         self.profiler = None  # set by the executor
@@ -111,7 +118,11 @@ class GpuStage:
         with cupy.cuda.Device(self.device_id):
             stream = getattr(self._lane, "stream", None)
             if stream is None:
-                stream = self._lane.stream = cupy.cuda.Stream(non_blocking=True)
+                try:
+                    stream = _IDLE_STREAMS.setdefault(self.device_id, []).pop()
+                except IndexError:
+                    stream = cupy.cuda.Stream(non_blocking=True)
+                self._lane.stream = stream
                 self._lane_streams.append(stream)
             with stream:
                 self._run_ops(self.mixed_ops, ws, stream)

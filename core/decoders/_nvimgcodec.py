@@ -26,6 +26,7 @@ thread gets its own nvImageCodec decoder, so two batches are decoded side by sid
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -34,6 +35,13 @@ from ..types import DALIImageType
 from .image import decode_cpu
 
 _JPEG = b"\xff\xd8"
+
+
+# Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
+# while the process runs: a decoder destroyed while its images are alive, or (from the garbage
+# collector, on whatever thread it runs) while other decoders are decoding, crashed the
+# process on an H100. Pipelines hand theirs back here instead, for the next pipeline.
+_IDLE: dict[tuple, list] = {}
 
 
 def _has_exif(head: bytes) -> bool:
@@ -74,10 +82,10 @@ class MixedDecoder:
             f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(op.hybrid_huffman_threshold)}"
         )
         self._local = threading.local()
-        # Every thread's decoder, alive as long as this object: decoded images may outlive the
-        # lane thread that made them (a pipeline output held after close()), and an image
-        # outliving its decoder crashes when it is freed.
+        self._key = (self.device_id, load, self._options)
+        # The decoders this operator took from _IDLE, given back when it is collected.
         self._decoders: list = []
+        weakref.finalize(self, _IDLE.setdefault(self._key, []).extend, self._decoders)
         self._local.decoder = self._make_decoder()  # a bad configuration fails right here
         self.gpu_output = self.output_type in (
             DALIImageType.RGB,
@@ -105,14 +113,18 @@ class MixedDecoder:
             )
 
     def _make_decoder(self):
-        nvi = self.nvimgcodec
+        """An idle decoder of the same configuration, or a new one."""
         try:
-            dec = nvi.Decoder(
-                device_id=self.device_id, backends=self._backends, options=self._options
-            )
-        except Exception:  # an nvImageCodec without that option
-            dec = nvi.Decoder(device_id=self.device_id, backends=self._backends)
-        self._decoders.append(dec)  # list.append is atomic
+            dec = _IDLE.setdefault(self._key, []).pop()
+        except IndexError:  # list.pop is atomic: two lanes never get the same decoder
+            nvi = self.nvimgcodec
+            try:
+                dec = nvi.Decoder(
+                    device_id=self.device_id, backends=self._backends, options=self._options
+                )
+            except Exception:  # an nvImageCodec without that option
+                dec = nvi.Decoder(device_id=self.device_id, backends=self._backends)
+        self._decoders.append(dec)
         return dec
 
     @property

@@ -154,6 +154,8 @@ def test_decode_lanes_give_the_same_stream_as_one_stream(big_root, max_streams):
     """Decoding iterations side by side (lanes) changes nothing a user sees: the same batches,
     in the same order, as decoding one iteration at a time on the GPU stage's stream."""
     ref, lanes = _rn50_like(big_root, 1), _rn50_like(big_root, max_streams)
+    ref.build()
+    lanes.build()
     assert ref._executor.gpu_stage.lanes == 0
     assert lanes._executor.gpu_stage.lanes == (2 if max_streams == -1 else max_streams - 1)
     for _ in range(7):
@@ -190,6 +192,7 @@ def test_decode_lanes_corrupt_file_is_named_and_close_does_not_hang(tmp_path):
     with pipe:
         jpegs, _ = fn.readers.file(file_root=str(tmp_path))
         pipe.set_outputs(fn.resize(fn.decoders.image(jpegs, device="mixed"), size=(8, 8)))
+    pipe.build()
     assert pipe._executor.gpu_stage.lanes == 2
     with pytest.raises(DecodeError, match=r"9bad\.jpg"):
         for _ in range(5):  # the fifth batch holds the bad file; the first four are fine
