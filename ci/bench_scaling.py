@@ -4,7 +4,9 @@ once, one process per GPU (as torchrun would run it), each reading its own shard
     python ci/bench_scaling.py --data /tmp/dlpipe-bench/imagenet-like [--pipeline rn50]
 
 Prints img/s for 1 GPU and for N GPUs (the sum of the processes, timed over the same window)
-and the speed-up. Each process gets an equal share of the CPU cores.
+and the speed-up. Every process, the single-GPU one included, gets the same CPU threads: the
+machine's cores divided by its GPU count (what one GPU's process has when all of them train),
+so the ratio measures the GPUs, not a CPU share that shrinks as GPUs are added.
 """
 
 from __future__ import annotations
@@ -37,9 +39,8 @@ def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queu
     pipe.close()
 
 
-def run(kind, root, batch, gpus, iters, warmup) -> float:
+def run(kind, root, batch, gpus, iters, warmup, threads) -> float:
     ctx = mp.get_context("spawn")
-    threads = max(1, (os.cpu_count() or 2) // gpus)
     barrier, queue = ctx.Barrier(gpus), ctx.Queue()
     procs = [
         ctx.Process(
@@ -69,12 +70,17 @@ def main() -> None:
     import cupy
 
     n = cupy.cuda.runtime.getDeviceCount()
+    threads = max(1, (os.cpu_count() or 2) // n)
     ensure_dataset(args.data, args.images)
-    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup)
-    print(f"{args.pipeline}, 1 GPU: {one:,.0f} img/s", flush=True)
+    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup, threads)
+    print(f"{args.pipeline}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
     if n > 1:
-        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup)
-        print(f"{args.pipeline}, {n} GPUs: {many:,.0f} img/s (x{many / one:.2f})", flush=True)
+        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads)
+        print(
+            f"{args.pipeline}, {n} GPUs, {threads} threads each: {many:,.0f} img/s "
+            f"(x{many / one:.2f})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
