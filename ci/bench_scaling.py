@@ -24,9 +24,18 @@ from bench_gpu import ensure_dataset  # noqa: E402
 from dlpipe.cli import build_bench_pipeline  # noqa: E402
 
 
-def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue):
+def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue, kw):
     pipe = build_bench_pipeline(
-        kind, root, "gpu", batch, threads, seed=gpu, device_id=gpu, shard_id=gpu, num_shards=shards
+        kind,
+        root,
+        "gpu",
+        batch,
+        threads,
+        seed=gpu,
+        device_id=gpu,
+        shard_id=gpu,
+        num_shards=shards,
+        **kw,
     )
     for _ in range(warmup):
         pipe.run()[0].as_cpu()
@@ -39,12 +48,13 @@ def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queu
     pipe.close()
 
 
-def run(kind, root, batch, gpus, iters, warmup, threads) -> float:
+def run(kind, root, batch, gpus, iters, warmup, threads, kw) -> float:
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(gpus), ctx.Queue()
     procs = [
         ctx.Process(
-            target=worker, args=(kind, root, batch, threads, g, gpus, iters, warmup, barrier, queue)
+            target=worker,
+            args=(kind, root, batch, threads, g, gpus, iters, warmup, barrier, queue, kw),
         )
         for g in range(gpus)
     ]
@@ -66,19 +76,21 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--max-streams", type=int, default=-1, help="Pipeline(max_streams=)")
     args = ap.parse_args()
+    kw = {"max_streams": args.max_streams}
     import cupy
 
     n = cupy.cuda.runtime.getDeviceCount()
     threads = max(1, (os.cpu_count() or 2) // n)
     ensure_dataset(args.data, args.images)
-    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup, threads)
-    print(f"{args.pipeline}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
+    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup, threads, kw)
+    what = f"{args.pipeline}, max_streams={args.max_streams}"
+    print(f"{what}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
     if n > 1:
-        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads)
+        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads, kw)
         print(
-            f"{args.pipeline}, {n} GPUs, {threads} threads each: {many:,.0f} img/s "
-            f"(x{many / one:.2f})",
+            f"{what}, {n} GPUs, {threads} threads each: {many:,.0f} img/s (x{many / one:.2f})",
             flush=True,
         )
 
