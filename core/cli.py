@@ -146,6 +146,7 @@ def build_bench_pipeline(
     device_id: int = 0,
     shard_id: int = 0,
     num_shards: int = 1,
+    hw_decoder_load: float | None = None,
     **pipeline_kwargs,
 ):
     """The standard pipelines of ``dlpipe bench`` and ``ci/bench_*.py`` (see :data:`PIPELINES`).
@@ -154,11 +155,15 @@ def build_bench_pipeline(
     it then run on the GPU. ``device="cpu"`` builds a CPU-only graph (``device_id=None``).
     ``on_error`` goes to the decoder (``"skip"`` replaces corrupt images); ``size`` is seed640's
     output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU); other
-    keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...).
+    keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...);
+    ``hw_decoder_load`` to the mixed decoder (its default when None).
     """
     from . import fn, pipeline_def, types
 
     decode = "mixed" if device == "gpu" else "cpu"
+    dec_kw = {"on_error": on_error}
+    if hw_decoder_load is not None and device == "gpu":
+        dec_kw["hw_decoder_load"] = hw_decoder_load
 
     @pipeline_def(
         batch_size=batch,
@@ -175,11 +180,11 @@ def build_bench_pipeline(
             name="Reader",
         )
         if name in ("seed640", "decode"):
-            images = fn.decoders.image(jpegs, device=decode, on_error=on_error)
+            images = fn.decoders.image(jpegs, device=decode, **dec_kw)
             if name == "decode":
                 return images, labels
             return fn.resize(images, size=(size, size)), labels
-        images = fn.decoders.image_random_crop(jpegs, device=decode, on_error=on_error)
+        images = fn.decoders.image_random_crop(jpegs, device=decode, **dec_kw)
         images = fn.resize(images, size=(224, 224))
         images = fn.crop_mirror_normalize(
             images,
