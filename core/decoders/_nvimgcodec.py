@@ -223,7 +223,7 @@ class MixedDecoder:
                 if i in done:
                     continue
                 sy, sx, sc = strides[i]
-                y, x, h, w = self.window.window(shapes[i][0], shapes[i][1], params[i])
+                y, x, h, w = self.window.window(shapes[i][0], shapes[i][1], params[i].tolist())
                 ptrs[i] += y * sy + x * sx
                 shapes[i] = (h, w, shapes[i][2])
         st = np.asarray(strides, np.int64)  # bytes == elements for uint8

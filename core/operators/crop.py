@@ -407,6 +407,9 @@ def gpu_windows(op: CropArgs, batch, args: dict, layouts: Sequence[str], who: st
             f"{layout!r}; run it on the CPU"
         )
     wins = np.zeros((n, 2, ndim), np.int64)
+    if not op.has_crop(args):  # no window, static or per sample: every sample whole
+        wins[:, 1] = s.shapes
+        return s, layout, wins
     for i in range(n):
         sample_args = {k: v[i] for k, v in args.items()}
         shape = tuple(int(v) for v in s.shapes[i])

@@ -272,6 +272,13 @@ class CropMirrorNormalize(CropArgs, Operator):
         else:
             o[...] = fill[0]
 
+    def _check_norm_size(self, mean: np.ndarray, nch: int) -> None:
+        if mean.size not in (1, nch) or mean.size > 4:
+            raise ArgumentError(
+                f"{self.schema}: mean/std have {mean.size} values but the input has {nch} "
+                "channels (the GPU kernel takes at most 4)"
+            )
+
     def run_batch(self, inputs, args, params, stream):
         """GPU: the fused slice/normalize kernel, one launch for the batch (HWC input, CHW or
         HWC output). Integer outputs round half to even there (CUDA's ``rint``)."""
@@ -286,21 +293,27 @@ class CropMirrorNormalize(CropArgs, Operator):
         n = len(s)
         nch = int(s.shapes[0, 2]) if n else 3
         nch_out = _next_pow2(nch) if self.pad_output else nch
-        means, invs, mirror = [], [], np.zeros(n, np.int64)
-        for i in range(n):
-            sample_args = {k: v[i] for k, v in args.items()}
-            mean, inv = self._sample_norm(sample_args)
-            if mean.size not in (1, nch) or mean.size > 4:
-                raise ArgumentError(
-                    f"{self.schema}: mean/std have {mean.size} values but the input has {nch} "
-                    "channels (the GPU kernel takes at most 4)"
-                )
-            means.append(np.broadcast_to(mean, (nch,)))
-            invs.append(np.broadcast_to(inv, (nch,)))
-            if "mirror" in sample_args:
-                mirror[i] = bool(np.asarray(sample_args["mirror"]).any())
+        mirror = np.zeros(n, np.int64)
+        if "mean" not in args and "std" not in args:  # one mean/std for the whole batch
+            self._check_norm_size(self.mean, nch)
+            means = np.broadcast_to(np.asarray(self.mean).reshape(-1), (n, nch))
+            invs = np.broadcast_to(np.asarray(self.inv_std).reshape(-1), (n, nch))
+            if "mirror" in args:
+                mirror[:] = [bool(np.asarray(m).any()) for m in args["mirror"]]
             else:
-                mirror[i] = self.mirror
+                mirror[:] = self.mirror
+        else:
+            means, invs = [], []
+            for i in range(n):
+                sample_args = {k: v[i] for k, v in args.items()}
+                mean, inv = self._sample_norm(sample_args)
+                self._check_norm_size(mean, nch)
+                means.append(np.broadcast_to(mean, (nch,)))
+                invs.append(np.broadcast_to(inv, (nch,)))
+                if "mirror" in sample_args:
+                    mirror[i] = bool(np.asarray(sample_args["mirror"]).any())
+                else:
+                    mirror[i] = self.mirror
         fv = list(self.fill_values)
         if len(fv) == nch and nch != nch_out:
             fv += [0.0] * (nch_out - nch)
