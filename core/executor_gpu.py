@@ -99,6 +99,9 @@ class GpuStage:
         self.gpu_ops = [n for n in self.ops if n.device != "mixed"]
         concurrent = all(getattr(n.op, "concurrent_batches", False) for n in self.mixed_ops)
         self.lanes = max(0, int(lanes)) if self.mixed_ops and concurrent else 0
+        out_ids = {id(x) for x in outputs}
+        for node in self.mixed_ops:  # a decoder may decode into its old images (see there)
+            node.op.reuse_outputs = not any(id(dn) in out_ids for dn in node.outputs)
         self._lane = threading.local()  # each lane thread's stream
         # Lane streams come from _IDLE_STREAMS and go back there when this stage is collected:
         # what a lane decoded (a pipeline output held after close()) is freed in its stream's

@@ -44,6 +44,29 @@ _JPEG = b"\xff\xd8"
 _IDLE: dict[tuple, list] = {}
 
 
+class _Spare(list):
+    """A lane's decoded images that nothing refers to any more, for nvImageCodec to decode into
+    again (``images=``) instead of allocating new ones; at most ``cap`` are kept."""
+
+    cap = 0
+
+
+class _Loan:
+    """The owner of one decoded image while a batch, or a view of it, refers to it. When the
+    last reference goes, the image returns to its lane's spare list. By then the GPU stage has
+    made the lane's stream wait for the operators that read the image (``executor_gpu.py``),
+    so the next decode into it, on that stream, comes after them."""
+
+    __slots__ = ("img", "spare")
+
+    def __init__(self, img, spare: _Spare):
+        self.img, self.spare = img, spare
+
+    def __del__(self):
+        if len(self.spare) < self.spare.cap:
+            self.spare.append(self.img)  # atomic: safe from any thread, the collector's too
+
+
 def _has_exif(head: bytes) -> bool:
     return b"Exif\x00" in head
 
@@ -135,14 +158,28 @@ class MixedDecoder:
             dec = self._local.decoder = self._make_decoder()
         return dec
 
-    def _decode(self, blobs: list, stream) -> list:
+    @staticmethod
+    def _take(spare: _Spare | None, k: int) -> dict:
+        """``images=`` for a decode of ``k`` images, when the lane has that many spare (only this
+        lane takes from its list; others only give back, so the pops cannot fail)."""
+        if spare is None or len(spare) < k:
+            return {}
+        return {"images": [spare.pop() for _ in range(k)]}
+
+    def _decode(self, blobs: list, stream, spare: _Spare | None = None) -> list:
         """nvImageCodec's batched decode, None where a sample did not decode. Encoded arrays go
         in directly where the binding takes them (one call into the library per batch, which
-        matters when other threads hold the GIL), else as CodeStreams made here."""
+        matters when other threads hold the GIL), else as CodeStreams made here. With
+        ``spare``, images of earlier batches are decoded into where there are enough."""
         nvi = self.nvimgcodec
         if self._direct is not False:
             try:
-                out = self.decoder.decode(blobs, params=self.params, cuda_stream=stream.ptr)
+                out = self.decoder.decode(
+                    blobs,
+                    params=self.params,
+                    cuda_stream=stream.ptr,
+                    **self._take(spare, len(blobs)),
+                )
                 self._direct = True
                 return out
             except TypeError:
@@ -158,10 +195,28 @@ class MixedDecoder:
                 continue
         out = [None] * len(blobs)
         if streams:
-            images = self.decoder.decode(streams, params=self.params, cuda_stream=stream.ptr)
+            images = self.decoder.decode(
+                streams,
+                params=self.params,
+                cuda_stream=stream.ptr,
+                **self._take(spare, len(streams)),
+            )
             for k, img in zip(pos, images, strict=True):
                 out[k] = img
         return out
+
+    def _spare(self, n: int) -> _Spare | None:
+        """This thread's spare images, when the decoded images may be reused: only images that
+        never leave the pipeline (``reuse_outputs``, set by the GPU stage when the decoder's
+        output is not a pipeline output), which a consumer on another stream cannot be reading
+        when its last Python reference goes."""
+        if not getattr(self.op, "reuse_outputs", False):
+            return None
+        spare = getattr(self._local, "spare", None)
+        if spare is None:
+            spare = self._local.spare = _Spare()
+        spare.cap = 2 * n  # one batch being decoded into, one still read by the GPU operators
+        return spare
 
     def decode_batch(self, samples, params, stream):
         """Decode a batch of encoded samples (1-D uint8 numpy arrays) into a SampleList."""
@@ -195,8 +250,10 @@ class MixedDecoder:
         if blobs:
             if roi:
                 images = self._decode_roi(blobs, [params[i] for i in where], stream, done, where)
+                spare = None
             else:
-                images = self._decode(blobs, stream)
+                spare = self._spare(n)
+                images = self._decode(blobs, stream, spare)
             keep = (self.decoder, stream)
             for i, img in zip(where, images, strict=True):
                 if img is None:
@@ -207,7 +264,8 @@ class MixedDecoder:
                 st = cai.get("strides")
                 # The image, after what must outlive it (its decoder and its stream): a
                 # tuple drops its items last to first, so the image goes first.
-                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, (keep, img)
+                owner = (keep, img) if spare is None else _Loan(img, spare)
+                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, owner
                 strides[i] = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
         for i in sorted(cpu):
             done.discard(i)
