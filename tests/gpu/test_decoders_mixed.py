@@ -199,3 +199,21 @@ def test_decode_lanes_corrupt_file_is_named_and_close_does_not_hang(tmp_path):
             pipe.run()
     pipe.close()
     assert not any(t.is_alive() for t in pipe._executor._threads)
+
+
+def test_gpu_memory_flat_over_50_epochs_with_lanes(big_root):
+    """The ResNet-50 style pipeline (mixed decode in two lanes, decoding into spare images)
+    holds no more device memory after 50 epochs than after the first few iterations, counted
+    over every allocator (CuPy's pool, nvImageCodec's, the driver's)."""
+    pipe = _rn50_like(big_root, -1, batch=4)
+    for _ in range(12):
+        pipe.run()
+    cupy.cuda.runtime.deviceSynchronize()
+    free, total = cupy.cuda.runtime.memGetInfo()
+    used = total - free
+    for _ in range(50 * 3):  # 12 images, batches of 4
+        pipe.run()
+    cupy.cuda.runtime.deviceSynchronize()
+    free, total = cupy.cuda.runtime.memGetInfo()
+    assert total - free <= used + (32 << 20)
+    pipe.close()

@@ -79,10 +79,14 @@ def test_memory_flat_over_many_iterations(image_root):
         pipe.run()
     cupy.cuda.runtime.deviceSynchronize()
     base = pool.total_bytes()
+    free, total = cupy.cuda.runtime.memGetInfo()
+    base_used = total - free  # every allocator: CuPy's pool, nvImageCodec's, the driver's
     for _ in range(50 * 8):  # 50 epochs of the 32-image set in batches of 4
         pipe.run()
     cupy.cuda.runtime.deviceSynchronize()
     assert pool.total_bytes() <= base * 1.1 + (1 << 20)
+    free, total = cupy.cuda.runtime.memGetInfo()
+    assert total - free <= base_used + (32 << 20)
 
 
 def test_device_id_selection(image_root):
