@@ -217,6 +217,11 @@ def main(argv=None) -> None:
         if args.steps and total >= args.steps:
             break
     dist.barrier()
+    # Shut down in order: the pipeline's threads, then the DDP model (its reducer holds the
+    # process group), then the process group. Leaving the model to interpreter exit let the
+    # process abort there now and then ("terminate called without an active exception").
+    pipe.close()
+    del loader, model, opt
     dist.destroy_process_group()
 
 
