@@ -232,7 +232,19 @@ def torchrun(args: list[str], tmp_path, timeout: int = 240) -> subprocess.Comple
         "2",
         *args,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    if out.returncode != 0 and _TORCH_EXIT_ABORT in out.stdout + out.stderr:
+        # PyTorch's own teardown (gloo, after destroy_process_group) aborts now and then at
+        # interpreter exit, after all the work is done: 2 runs in 80 of the same DDP script
+        # with dlpipe taken out (plain torch tensors), torch 2.13.0 CPU, 2026-11-21. One rerun;
+        # a second abort fails the test.
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+        )
+    return out
+
+
+_TORCH_EXIT_ABORT = "terminate called without an active exception"
 
 
 def test_torchrun_two_ranks_cover_every_sample_once(make_files, tmp_path):
