@@ -214,7 +214,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=20000, help="dataset size (20 classes)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=min(16, os.cpu_count() or 1))
-    ap.add_argument("--iters", type=int, default=300)
+    ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--only", default="a,b,c,d")
     ap.add_argument(
