@@ -69,8 +69,9 @@ def _gpu_used() -> int:
 
 MEM: dict = {}
 SHOW_STATS = False  # --stats
-# (max_streams, description): the default decodes 2 iterations at once (max_streams=-1)
-LANE_VARIANTS = (
+# (pipeline keywords, description) measured beside each default line; the default decodes 2
+# iterations at once (max_streams=-1) with hw_decoder_load=0.9
+VARIANTS = (
     ({"max_streams": 1}, "decoding one iteration at a time (max_streams=1)"),
     ({"max_streams": 4}, "3 decode lanes"),
     ({"hw_decoder_load": 0.75}, "hw_decoder_load=0.75"),
@@ -309,7 +310,7 @@ def measure_once(args, only: set, files: list[str], add) -> None:
             time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu, "a"),
             20000,
         )
-        for kw, what in LANE_VARIANTS:
+        for kw, what in VARIANTS:
             add(
                 f"(a) the same, {what}",
                 time_pipe(seed_pipe(args.data, b, th, 640, **kw), b, it, wu),
@@ -320,14 +321,14 @@ def measure_once(args, only: set, files: list[str], add) -> None:
             time_pipe(rn50_pipe(args.data, b, th), b, it, wu),
             17000,
         )
-        for kw, what in LANE_VARIANTS:
+        for kw, what in VARIANTS:
             add(f"(b) the same, {what}", time_pipe(rn50_pipe(args.data, b, th, **kw), b, it, wu))
     if "c" in only:
         add(
             f"(c) dlpipe file -> mixed decode, {th} threads",
             time_pipe(seed_pipe(args.data, b, th, 0, decode_only=True), b, it, wu),
         )
-        for kw, what in LANE_VARIANTS:
+        for kw, what in VARIANTS:
             add(
                 f"(c) the same, {what}",
                 time_pipe(seed_pipe(args.data, b, th, 0, True, **kw), b, it, wu),

@@ -254,7 +254,6 @@ class MixedDecoder:
             else:
                 spare = self._spare(n)
                 images = self._decode(blobs, stream, spare)
-            keep = (self.decoder, stream)
             for i, img in zip(where, images, strict=True):
                 if img is None:
                     cpu.append(i)
@@ -262,9 +261,10 @@ class MixedDecoder:
                 cai = img.__cuda_array_interface__
                 shp = tuple(cai["shape"])
                 st = cai.get("strides")
-                # The image, after what must outlive it (its decoder and its stream): a
-                # tuple drops its items last to first, so the image goes first.
-                owner = (keep, img) if spare is None else _Loan(img, spare)
+                # Its decoder lives as long as the process (_IDLE), and so does a lane's
+                # stream; the GPU stage's own stream (no lanes) is kept here, before the image
+                # in the tuple, which drops its items last to first.
+                owner = (stream, img) if spare is None else _Loan(img, spare)
                 ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, owner
                 strides[i] = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
         for i in sorted(cpu):
