@@ -96,6 +96,24 @@ def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> Ba
     return err
 
 
+def cpu_output(ws: Workspace, dn: DataNode, layouts: dict[DataNode, str]) -> TensorListCPU:
+    """A CPU output of the iteration: one batch array when every sample fitted the buffer the
+    workers filled (``Executor._to_dense``), else the sample list."""
+    slot = ws.dense.get(dn)
+    values = ws.values[dn]
+    batch = values
+    if slot is not None and not slot.ragged:
+        batch = slot.array
+        for i, done in enumerate(slot.written):
+            if not done:  # a replaced (skipped) sample, or one made outside the pool
+                v = values[i]
+                if v.shape != slot.array.shape[1:] or v.dtype != slot.array.dtype:
+                    batch = values
+                    break
+                slot.array[i] = v
+    return TensorListCPU(batch, layouts.get(dn, ""), ws.source_info)
+
+
 def _call_source(node: OpNode, n: int, iteration: int) -> list:
     """A source's batch; a user callback's exception keeps its type, with a note saying where."""
     try:
@@ -542,20 +560,6 @@ class Executor:
         ws.values[dn][i] = row
         slot.written[i] = 1
 
-    def _batch(self, ws: Workspace, dn: DataNode):
-        """The output as one array when every sample fitted its buffer, else the sample list."""
-        slot = ws.dense.get(dn)
-        values = ws.values[dn]
-        if slot is None or slot.ragged:
-            return values
-        for i, done in enumerate(slot.written):
-            if not done:  # a replaced (skipped) sample, or one made outside the pool
-                v = values[i]
-                if v.shape != slot.array.shape[1:] or v.dtype != slot.array.dtype:
-                    return values
-                slot.array[i] = v
-        return slot.array
-
     @staticmethod
     def _run_one(node: OpNode, i: int, ws: Workspace) -> None:
         values = ws.values
@@ -578,8 +582,5 @@ class Executor:
             outputs = self.gpu_stage(ws)
             self.profiler.add_stage("gpu", start, perf_counter())
             return outputs, ws.state, ws.skipped
-        outputs = tuple(
-            TensorListCPU(self._batch(ws, x), self.layouts.get(x, ""), ws.source_info)
-            for x in self.outputs
-        )
+        outputs = tuple(cpu_output(ws, x, self.layouts) for x in self.outputs)
         return outputs, ws.state, ws.skipped

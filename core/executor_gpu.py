@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from time import perf_counter
 
 from .errors import DeviceError, PipelineError, require_extra
-from .executor import Workspace, _sample_error
+from .executor import Workspace, _sample_error, cpu_output
 from .graph import DataNode, OpNode
-from .tensors import TensorListCPU
 
 _IDLE_STREAMS: dict[int, list] = {}  # lane streams of collected GPU stages, by device
 
@@ -140,7 +139,7 @@ class GpuStage:
             op = node.op
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
             # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
-            params = ws.params[node] if node in ws.params else op.batch_params(n)
+            params = ws.params[node]
             inputs = [ws.values[x] for x in node.inputs]
             args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
             start = perf_counter()
@@ -189,6 +188,6 @@ class GpuStage:
                 result.append(
                     self._TensorListGPU(ws.values[x], layout, event, self.stream, ws.source_info)
                 )
-            else:
-                result.append(TensorListCPU(ws.values[x], layout, ws.source_info))
+            else:  # the batch array the CPU workers filled, as in a CPU-only pipeline
+                result.append(cpu_output(ws, x, self.layouts))
         return tuple(result)
