@@ -28,18 +28,14 @@ import numpy as np
 
 from .errors import ArgumentError, PipelineError
 
-DEVICES = ("cpu", "mixed", "gpu")
-_STAGE = {"cpu": 0, "mixed": 1, "gpu": 2}
-
 
 class DataNode:
     """A symbolic batch: one output of one operator in a pipeline graph."""
 
-    def __init__(self, name: str, device: str, source: OpNode | None, index: int = 0):
+    def __init__(self, name: str, device: str, source: OpNode | None):
         self.name = name
         self.device = device
         self.source = source
-        self.index = index
 
     def gpu(self) -> DataNode:
         """Copy this CPU node to the GPU (through pinned memory)."""
@@ -261,7 +257,7 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
     name = op.name or f"__{cls.__name__}_{pipe._next_op_id()}"
     node = OpNode(op, inputs, arg_nodes, name)
     node.outputs = [
-        DataNode(f"{name}[{i}]", dev, node, i) for i, dev in enumerate(op.output_devices())
+        DataNode(f"{name}[{i}]", dev, node) for i, dev in enumerate(op.output_devices())
     ]
     pipe._add_op(node)
     return op.after_call(node.outputs)

@@ -251,7 +251,6 @@ class BaseIterator:
         self._policy = policy
         self._reader_name = reader_name
         self._last_batch_padded = bool(last_batch_padded)
-        self._prepare_first_batch = prepare_first_batch
 
         for p in pipes:
             p._set_api("iterator")
@@ -522,11 +521,15 @@ class BaseIterator:
             if lefts is not None and lefts[i] < self.batch_size:
                 d = {name: t[: lefts[i]] for name, t in d.items()}
             dicts.append(d)
+        self._advance()
+        return self._assemble(dicts)
+
+    def _advance(self) -> None:
+        """Give every pipeline's outputs back and queue its next iteration."""
         for p in self._pipes:
             p.release_outputs()
             p.schedule_run()
         self._fetched += 1
-        return self._assemble(dicts)
 
     def _discard(self, count: int) -> None:
         if count > 0 and not self._scheduled:  # an iterator restored from a checkpoint
@@ -534,10 +537,7 @@ class BaseIterator:
         for _ in range(count):
             for p in self._pipes:
                 p.share_outputs()
-            for p in self._pipes:
-                p.release_outputs()
-                p.schedule_run()
-            self._fetched += 1
+            self._advance()
 
     def _finish_epoch(self) -> None:
         """Read and throw away what the epoch still owes the stream, once."""

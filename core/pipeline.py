@@ -127,7 +127,6 @@ class Pipeline:
             prefetch_queue_depth, exec_async
         )
         self._prefetch_queue_depth = prefetch_queue_depth
-        self._exec_dynamic = exec_dynamic
         self._output_dtype = output_dtype
         self._output_ndim = output_ndim
         if py_start_method not in ("fork", "spawn", "forkserver"):
@@ -135,7 +134,6 @@ class Pipeline:
         self._py_num_workers = py_num_workers
         self._py_start_method = py_start_method
         self._sources: dict[str, Any] = {}
-        self._source_ops: list[Any] = []
         self._ended = False
         self._setup_ended = False
         if checkpoint is not None and not enable_checkpointing:
@@ -291,7 +289,6 @@ class Pipeline:
             if node.op.is_reader:  # by instance name: name=, or the generated one (DALI)
                 self._readers[node.name] = node.op
             if node.op.provides_batch:
-                self._source_ops.append(node.op)
                 self._sources[node.name] = node
                 node.op.start_workers(self._py_num_workers, self._py_start_method)
         layouts = self._layouts(ops)
@@ -324,7 +321,7 @@ class Pipeline:
             gpu_ops,
             # Run ahead only where that cannot change what is read: not from external sources
             # (feed_input / callbacks expect DALI's prefetch count).
-            0 if gpu_stage is None or self._source_ops else max(0, gpu_stage.lanes - 1),
+            0 if gpu_stage is None or self._sources else max(0, gpu_stage.lanes - 1),
         )
         self._built = True
 
@@ -358,6 +355,11 @@ class Pipeline:
                 f"Mixing pipeline API type: this pipeline is used through {self._api_type!r}, "
                 f"now called through {kind!r}"
             )
+
+    def _use_scheduled_api(self) -> None:
+        """schedule_run/share_outputs/outputs: DALI's scheduled API (iterators use it too)."""
+        if self._api_type != "iterator":
+            self._set_api("scheduled")
 
     def run(self, **inputs) -> tuple:
         """Run one iteration and return its outputs: a tuple of TensorLists.
@@ -410,8 +412,7 @@ class Pipeline:
 
     def schedule_run(self) -> None:
         """Queue an iteration (the first call queues ``prefetch_queue_depth`` of them)."""
-        if self._api_type != "iterator":
-            self._set_api("scheduled")
+        self._use_scheduled_api()
         self._schedule()
 
     def _schedule(self) -> None:
@@ -435,8 +436,7 @@ class Pipeline:
 
     def share_outputs(self) -> tuple:
         """The next outputs, without giving the previous ones back."""
-        if self._api_type != "iterator":
-            self._set_api("scheduled")
+        self._use_scheduled_api()
         self.build()
         self._shared = self._get()
         return self._shared
@@ -447,8 +447,7 @@ class Pipeline:
 
     def outputs(self) -> tuple:
         """``release_outputs()`` then ``share_outputs()``."""
-        if self._api_type != "iterator":
-            self._set_api("scheduled")
+        self._use_scheduled_api()
         return self._outputs_impl()
 
     def _outputs_impl(self) -> tuple:
@@ -582,8 +581,8 @@ class Pipeline:
         if self._setup_ended:  # iter_setup() ended the data: the next run prefetches again
             self._setup_ended = False
             self._executor.rearm()
-        for op in self._source_ops:
-            op.reset_epoch()
+        for node in self._sources.values():
+            node.op.reset_epoch()
         if self._enable_checkpointing:
             # The stage threads stopped at the end of the data, so every operator is where the
             # last batch left it; only the sources moved (to the new epoch). A checkpoint taken
@@ -595,8 +594,8 @@ class Pipeline:
         """Stop the executor's threads. The pipeline cannot run afterwards."""
         if self._executor is not None:
             self._executor.close()
-        for op in self._source_ops:
-            op.close()
+        for node in self._sources.values():
+            node.op.close()
 
     def __del__(self):
         try:
@@ -615,10 +614,10 @@ class Pipeline:
 
     def epoch_size(self, name: str | None = None):
         """``epoch_size_padded`` of reader ``name`` (the whole dataset, not the shard)."""
-        self.build()
+        meta = self.reader_meta(name)
         if name is None:
-            return {n: r.reader_meta()["epoch_size_padded"] for n, r in self._readers.items()}
-        return self._reader(name).reader_meta()["epoch_size_padded"]
+            return {n: m["epoch_size_padded"] for n, m in meta.items()}
+        return meta["epoch_size_padded"]
 
     def _reader(self, name: str):
         if name not in self._readers:

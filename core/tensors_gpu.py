@@ -19,7 +19,7 @@ import cupy
 import numpy as np
 
 from .errors import PipelineError
-from .tensors import TensorListCPU
+from .tensors import TensorCPU, TensorListCPU
 from .types import DALIDataType, to_dali_dtype
 
 
@@ -239,7 +239,6 @@ class TensorGPU:
         return self._array
 
     def as_cpu(self):
-        from .tensors import TensorCPU
 
         return TensorCPU(cupy.asnumpy(self.as_cupy()), self._layout, self._source_info)
 
