@@ -10,10 +10,14 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 
-from dlpipe.cli import build_bench_pipeline
-from dlpipe.synthetic import make_dataset
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_gpu import ensure_dataset  # noqa: E402
+
+from dlpipe.cli import build_bench_pipeline  # noqa: E402
 
 
 def time_dlpipe(root: str, batch: int, threads: int, size: int, seconds: float) -> float:
@@ -68,13 +72,7 @@ def main() -> None:
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     t0 = time.perf_counter()
-    make_dataset(
-        args.data,
-        num_classes=20,
-        per_class=args.images // 20,
-        size_range=(400, 640),
-        num_threads=cores,
-    )
+    ensure_dataset(args.data, args.images)  # the same set as bench_gpu.py, whichever runs first
     print(f"dataset {args.data}: {args.images} JPEGs ready in {time.perf_counter() - t0:.0f} s")
     counts = (
         [int(t) for t in args.threads.split(",")]
