@@ -95,7 +95,8 @@ def demo(args: argparse.Namespace) -> int:
     pipe = demo_pipe()
     pipe.build()
     n = pipe.epoch_size("Reader")
-    print(f"dataset: {root} ({n} images, {len(os.listdir(root)) - 1} classes)")
+    classes = sum(os.path.isdir(os.path.join(root, d)) for d in os.listdir(root))
+    print(f"dataset: {root} ({n} images, {classes} classes)")
     print(
         f"pipeline: file -> decode ({device}) -> resize {args.size}x{args.size}, "
         f"batch {args.batch}, {threads} threads"
@@ -107,9 +108,7 @@ def demo(args: argparse.Namespace) -> int:
     bar = Progress(args.iters, "running")
     start = time.perf_counter()
     for i in range(args.iters):
-        out, _ = pipe.run()
-        if device == "gpu":
-            out.as_cpu()  # wait for the GPU work of this batch
+        _sync(pipe.run())
         bar.update(i + 1, (i + 1) * args.batch)
     elapsed = time.perf_counter() - start
     pipe.close()
@@ -122,6 +121,13 @@ def demo(args: argparse.Namespace) -> int:
         f"{labels.as_array().ravel()[:8].tolist()}...; grid written to {grid}"
     )
     return 0
+
+
+def _sync(outputs) -> None:
+    """Wait for the GPU work of a pipeline's outputs (a batch counts once it is usable)."""
+    for out in outputs:
+        if out.__dlpack_device__()[0] != 1 and len(out):  # a GPU batch
+            out.at(0)  # waits for the batch's GPU work, without a copy
 
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
@@ -301,16 +307,11 @@ def _bench(args: argparse.Namespace) -> int:
         f"batch {args.batch}, {threads} threads"
     )
 
-    def sync(outputs) -> None:
-        for out in outputs:
-            if out.__dlpack_device__()[0] != 1 and len(out):  # a GPU batch
-                out.at(0)  # waits for the batch's GPU work, without a copy
-
     t0 = time.perf_counter()
     first = pipe.run()  # warm-up: thread pool, allocator, decoder; its batch is drawn
-    sync(first)
+    _sync(first)
     for _ in range(max(0, args.warmup - 1)):
-        sync(pipe.run())
+        _sync(pipe.run())
     warmup_s = time.perf_counter() - t0
     has_stats = callable(getattr(pipe, "stats", None))
     if has_stats:
@@ -325,7 +326,7 @@ def _bench(args: argparse.Namespace) -> int:
     for i in range(args.iters):
         t = time.perf_counter()
         outputs = pipe.run()
-        sync(outputs)
+        _sync(outputs)
         in_run += time.perf_counter() - t
         labels = outputs[1]
         encoded += sum(sizes.get(labels.source_info(k), 0) for k in range(len(labels)))
