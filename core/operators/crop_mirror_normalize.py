@@ -200,10 +200,7 @@ class CropMirrorNormalize(CropArgs, Operator):
         shape[c_axis] = nch_out
 
         mean, inv = self._sample_norm(args)
-        if mean.size not in (1, nch):
-            raise ArgumentError(
-                f"{self.schema}: mean/std have {mean.size} values but the input has {nch} channels"
-            )
+        self._check_norm_size(mean, nch)
         mirror = self.mirror if "mirror" not in args else bool(np.asarray(args["mirror"]).any())
 
         perm = [layout.index(a) for a in out_layout]
@@ -260,11 +257,14 @@ class CropMirrorNormalize(CropArgs, Operator):
             )
         return out
 
-    def _fill(self, o: np.ndarray, c_axis: int, nch: int, nch_out: int) -> None:
+    def _fill_values(self, nch: int, nch_out: int) -> np.ndarray:
         fv = list(self.fill_values)
         if len(fv) == nch and nch != nch_out:  # per input channel: the pad channels get 0
             fv += [0.0] * (nch_out - nch)
-        fill = fill_array(fv, nch_out, self.dtype, self.schema)
+        return fill_array(fv, nch_out, self.dtype, self.schema)
+
+    def _fill(self, o: np.ndarray, c_axis: int, nch: int, nch_out: int) -> None:
+        fill = self._fill_values(nch, nch_out)
         if fill.size > 1:
             bshape = [1] * o.ndim
             bshape[c_axis] = fill.size
@@ -272,12 +272,12 @@ class CropMirrorNormalize(CropArgs, Operator):
         else:
             o[...] = fill[0]
 
-    def _check_norm_size(self, mean: np.ndarray, nch: int) -> None:
-        if mean.size not in (1, nch) or mean.size > 4:
-            raise ArgumentError(
-                f"{self.schema}: mean/std have {mean.size} values but the input has {nch} "
-                "channels (the GPU kernel takes at most 4)"
+    def _check_norm_size(self, mean: np.ndarray, nch: int, gpu: bool = False) -> None:
+        if mean.size not in (1, nch) or (gpu and mean.size > 4):
+            msg = (
+                f"{self.schema}: mean/std have {mean.size} values but the input has {nch} channels"
             )
+            raise ArgumentError(msg + (" (the GPU kernel takes at most 4)" if gpu else ""))
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the fused slice/normalize kernel, one launch for the batch (HWC input, CHW or
@@ -295,7 +295,7 @@ class CropMirrorNormalize(CropArgs, Operator):
         nch_out = _next_pow2(nch) if self.pad_output else nch
         mirror = np.zeros(n, np.int64)
         if "mean" not in args and "std" not in args:  # one mean/std for the whole batch
-            self._check_norm_size(self.mean, nch)
+            self._check_norm_size(self.mean, nch, gpu=True)
             means = np.broadcast_to(np.asarray(self.mean).reshape(-1), (n, nch))
             invs = np.broadcast_to(np.asarray(self.inv_std).reshape(-1), (n, nch))
             if "mirror" in args:
@@ -307,17 +307,14 @@ class CropMirrorNormalize(CropArgs, Operator):
             for i in range(n):
                 sample_args = {k: v[i] for k, v in args.items()}
                 mean, inv = self._sample_norm(sample_args)
-                self._check_norm_size(mean, nch)
+                self._check_norm_size(mean, nch, gpu=True)
                 means.append(np.broadcast_to(mean, (nch,)))
                 invs.append(np.broadcast_to(inv, (nch,)))
                 if "mirror" in sample_args:
                     mirror[i] = bool(np.asarray(sample_args["mirror"]).any())
                 else:
                     mirror[i] = self.mirror
-        fv = list(self.fill_values)
-        if len(fv) == nch and nch != nch_out:
-            fv += [0.0] * (nch_out - nch)
-        fill = fill_array(fv, nch_out, self.dtype, self.schema)
+        fill = self._fill_values(nch, nch_out)
         (y0, x0), (oh, ow) = wins[:, 0, :2].T, wins[:, 1, :2].T
         return slice_normalize_batch(
             s,
