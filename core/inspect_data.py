@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from .errors import ArgumentError, DecodeError
-from .readers._sharding import DATALOADER_SEED, padded_shard_size, shard_size, shard_start
+from .readers._sharding import initial_order, padded_shard_size, shard_size, shard_start
 from .readers.file import KNOWN_EXTENSIONS, list_file_root
 
 __all__ = ["format_report", "image_format", "image_size", "inspect_dataset"]
@@ -175,7 +175,7 @@ def sharding_plan(
     lab = np.asarray(labels) if labels is not None else None
     shuffled = None
     if lab is not None:
-        order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(n)
+        order = initial_order(n)
         shuffled = lab[order]
     rows = []
     for i in range(shards):

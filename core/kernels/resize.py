@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from ..operators._resize_params import FilterType
 from . import ctype, get_function, grid_for, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, hwc_view
 
@@ -54,7 +55,14 @@ RESIZE_DESC = np.dtype(
 )
 
 # DALI's ResamplingFilterType (resize.FilterType)
-NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = range(6)
+NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = (
+    int(FilterType.NEAREST),
+    int(FilterType.LINEAR),
+    int(FilterType.TRIANGULAR),
+    int(FilterType.GAUSSIAN),
+    int(FilterType.CUBIC),
+    int(FilterType.LANCZOS3),
+)
 
 
 @functools.cache
@@ -69,7 +77,7 @@ def _tables(device_id: int):
     """The coefficient tables of every filter type in one device array, and their offsets."""
     import cupy
 
-    from ..operators._resize_params import FilterType, filter_table
+    from ..operators._resize_params import filter_table
 
     offsets, chunks, pos = {}, [], 0
     for t in FilterType:
@@ -85,7 +93,7 @@ def _tables(device_id: int):
 def _axis(extent: float, out_size: int, min_filter: int, mag_filter: int, antialias: bool):
     """(kind, anchor, table scale, taps) of one axis: ``resize.select_axis_filter`` and
     ``resize.window_geometry``, memoised."""
-    from ..operators._resize_params import FilterType, select_axis_filter, window_geometry
+    from ..operators._resize_params import select_axis_filter, window_geometry
 
     flt = select_axis_filter(
         extent, out_size, FilterType(min_filter), FilterType(mag_filter), antialias
@@ -211,15 +219,12 @@ def _geometry(op, hw: np.ndarray, args: dict):
     out = np.empty((n, 2), np.int64)
     lo = np.empty((n, 2))
     hi = np.empty((n, 2))
-    cache = op.__dict__.setdefault("_gpu_geometry", {})
     for i in range(n):
         key = (int(hw[i, 0]), int(hw[i, 1]))
         if args:
             p = op.params_for(*key, {k: v[i] for k, v in args.items()})
         else:
-            p = cache.get(key)
-            if p is None:
-                p = cache[key] = op.params_for(*key)
+            p = op.params_for(*key)  # memoised per input size by the operator
         out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
     return out, lo, hi
 

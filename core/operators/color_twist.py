@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ..types import DALIImageType, to_image_type
+from .brightness_contrast import _finite_number
 from .cast import convert_sat, parse_dtype
 
 __all__ = ["ColorTwist", "Hsv", "Hue", "Saturation", "color_matrix"]
@@ -74,13 +75,6 @@ def apply_color_matrix(
         y = cv2.transform(f, aug)
     y = y.reshape(x.shape)
     return y if out_dt == np.float32 else convert_sat(y, out_dt)
-
-
-def _finite_number(v) -> bool:
-    try:
-        return not np.ndim(v) and bool(np.isfinite(float(v)))
-    except (TypeError, ValueError):
-        return False
 
 
 class _ColorBase(Operator):

@@ -27,6 +27,12 @@ from ..errors import ArgumentError
 DATALOADER_SEED = 524287
 
 
+def initial_order(n: int) -> np.ndarray:
+    """The one-off shuffle of a reader's list of ``n`` samples (``random_shuffle=True``): the
+    same permutation for every shard, from DALI's fixed seed."""
+    return np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(n)
+
+
 def shard_start(n: int, shard_id: int, num_shards: int) -> int:
     return n * shard_id // num_shards
 
@@ -249,7 +255,7 @@ class ListSharding:
         self._size = size
         self._order = np.arange(size)
         if random_shuffle:
-            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(size)
+            self._order = initial_order(size)
         self._seed = (
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )

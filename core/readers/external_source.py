@@ -120,6 +120,10 @@ class ExternalSource(Operator):
         if source is not None and not callable(source) and not hasattr(source, "__iter__"):
             raise ArgumentError(f"{who}: source={source!r} is neither callable nor iterable")
         self.source = source
+        # Required positional parameters of a plain callable source (checked once, not per batch).
+        self._source_params = (
+            _num_params(source) if source is not None and not _is_iterable_source(source) else 0
+        )
         self.multi = num_outputs is not None
         self.num_outputs = num_outputs or 1
         self.batch = True if batch is None else bool(batch)
@@ -195,7 +199,7 @@ class ExternalSource(Operator):
             and self.batch
             and not self.batch_info
             and self.source is not None
-            and _num_params(self.source) == 0
+            and self._source_params == 0
         )
         if self.source is None or self._iter is not None or no_argument:
             warnings.warn(
@@ -231,7 +235,7 @@ class ExternalSource(Operator):
             return self._next_from_iter()
         if self.batch_info:
             return self.source(BatchInfo(self.iteration, self.epoch_idx))
-        if _num_params(self.source) >= 1:
+        if self._source_params >= 1:
             return self.source(self.iteration)
         return self.source()
 

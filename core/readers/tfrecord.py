@@ -529,7 +529,6 @@ class TFRecordReader(Operator):
             )
         if index_path is None:
             entries = [scan_records(p) for p in paths]
-            self.index_paths: list[str] = []
         else:
             index_paths = _as_list(index_path, "index_path", who)
             if len(index_paths) != len(paths):
@@ -537,7 +536,6 @@ class TFRecordReader(Operator):
                     f"{who}: index_path has {len(index_paths)} entries but path has {len(paths)}"
                 )
             entries = [read_index(i, p) for i, p in zip(index_paths, paths, strict=True)]
-            self.index_paths = index_paths
 
         self.paths = paths
         self.features = dict(features)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, _call_operator, register
 from ..types import DALIDataType, DALIImageType, to_dali_dtype, to_image_type
-from ._sharding import DATALOADER_SEED, ShardedLoader
+from ._sharding import ListSharding
 from ._video_index import (
     WHO,
     CpuSequenceDecoder,
@@ -226,21 +226,17 @@ class VideoReader(Operator):
 
         self.num_outputs = 1 + (self.labels is not None) + self.enable_frame_num
         self.num_outputs += self.enable_timestamps
-        self._options = dict(
+        # random_shuffle: one fixed-seed shuffle of the sequence list, the same for every shard.
+        self.loader = ListSharding(
+            len(self.seq_file),
             shard_id=shard_id,
             num_shards=num_shards,
+            random_shuffle=bool(random_shuffle),
+            initial_fill=initial_fill,
             stick_to_shard=bool(stick_to_shard),
             pad_last_batch=bool(pad_last_batch),
-            initial_fill=initial_fill,
-            random_shuffle=bool(random_shuffle),
             who=f"{WHO} {self.name or ''}".strip(),
         )
-        n = len(self.seq_file)
-        self._order = np.arange(n)
-        if random_shuffle:
-            # One fixed-seed shuffle of the sequence list, the same for every shard.
-            self._order = np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(n)
-        self.loader = ShardedLoader(n, **self._options)
         # device="gpu": this node only draws the sequences (CPU stage); a mixed operator
         # added by after_call() decodes them on the GPU.
         self.decode_device = self.device
@@ -271,13 +267,13 @@ class VideoReader(Operator):
     # --- the reader ---------------------------------------------------------------------------
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
-        self.loader = ShardedLoader(len(self.seq_file), rng=self.rng, **self._options)
+        self.loader.bind(self.rng)
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()
 
     def batch_params(self, n: int) -> list[int]:
-        return [int(self._order[i]) for i in self.loader.next_batch(n)]
+        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return self.files[int(self.seq_file[param])]
