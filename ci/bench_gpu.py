@@ -72,9 +72,8 @@ SHOW_STATS = False  # --stats
 # (pipeline keywords, description) measured beside each default line; the default decodes 2
 # iterations at once (max_streams=-1) with hw_decoder_load=0.9
 VARIANTS = (
+    ({"read_process": False}, "files read in the pipeline's process (DLPIPE_READ_PROCESS=0)"),
     ({"max_streams": 1}, "decoding one iteration at a time (max_streams=1)"),
-    ({"max_streams": 4}, "3 decode lanes"),
-    ({"hw_decoder_load": 0.75}, "hw_decoder_load=0.75"),
 )
 
 

@@ -153,6 +153,7 @@ def build_bench_pipeline(
     shard_id: int = 0,
     num_shards: int = 1,
     hw_decoder_load: float | None = None,
+    read_process: bool = True,
     **pipeline_kwargs,
 ):
     """The standard pipelines of ``dlpipe bench`` and ``ci/bench_*.py`` (see :data:`PIPELINES`).
@@ -162,7 +163,8 @@ def build_bench_pipeline(
     ``on_error`` goes to the decoder (``"skip"`` replaces corrupt images); ``size`` is seed640's
     output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU); other
     keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...);
-    ``hw_decoder_load`` to the mixed decoder (its default when None).
+    ``hw_decoder_load`` to the mixed decoder (its default when None); ``read_process=False``
+    reads the files in this process, as ``DLPIPE_READ_PROCESS=0`` does.
     """
     from . import fn, pipeline_def, types
 
@@ -202,7 +204,16 @@ def build_bench_pipeline(
         )
         return images, labels
 
-    return bench_pipe(**pipeline_kwargs)
+    saved = os.environ.get("DLPIPE_READ_PROCESS")
+    if not read_process:  # the reader reads it when the graph is defined, in bench_pipe()
+        os.environ["DLPIPE_READ_PROCESS"] = "0"
+    try:
+        return bench_pipe(**pipeline_kwargs)
+    finally:
+        if saved is None:
+            os.environ.pop("DLPIPE_READ_PROCESS", None)
+        else:
+            os.environ["DLPIPE_READ_PROCESS"] = saved
 
 
 def _stats_report(stats) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:

@@ -65,6 +65,15 @@ class _DenseBatch:
         self.written = bytearray(n)
         self.ragged = False
 
+    @classmethod
+    def of(cls, batch: np.ndarray) -> _DenseBatch:
+        """A buffer already filled: a batch-level operator's output array."""
+        slot = cls.__new__(cls)
+        slot.array = batch
+        slot.written = bytearray(b"\x01" * len(batch))
+        slot.ragged = False
+        return slot
+
 
 class _EndOfData:
     """Marks the iteration at which a source raised StopIteration (end of the epoch)."""
@@ -447,11 +456,19 @@ class Executor:
                 node = nodes[0]
                 inputs = [ws.values[x] for x in node.inputs]
                 args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                start = perf_counter()
                 try:
                     outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
                 except BaseException as e:
                     raise _sample_error(e, node, 0, ws) from None
+                end = perf_counter()
+                self.profiler.span(node.name, "operator", start, end)
+                self.profiler.add_ops(
+                    {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
+                )
                 for out, vals in zip(node.outputs, outs, strict=True):
+                    if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
+                        ws.dense[out] = _DenseBatch.of(vals)
                     ws.values[out] = list(vals)
             else:
                 self._run_samples(nodes, ws)
@@ -532,6 +549,8 @@ class Executor:
             j = min(good, key=lambda g: (abs(g - i), g))
             for values in ws.values.values():
                 values[i] = values[j]
+            for slot in ws.dense.values():  # cpu_output copies the replacement in
+                slot.written[i] = 0
             ws.source_info[i] = ws.source_info[j]
 
     def _to_dense(self, ws: Workspace, dn: DataNode, i: int) -> None:

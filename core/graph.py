@@ -158,6 +158,10 @@ class Operator:
     def batch_params(self, n: int) -> list | None:
         return None
 
+    def close(self) -> None:
+        """Release what the operator holds outside Python (processes, files); called by
+        ``Pipeline.close``. It may run again afterwards and then takes them anew."""
+
     def run_sample(self, inputs: tuple, args: dict, param: Any):
         raise NotImplementedError(f"{self.schema} has no CPU implementation")
 

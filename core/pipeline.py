@@ -596,6 +596,8 @@ class Pipeline:
             self._executor.close()
         for node in self._sources.values():
             node.op.close()
+        for op in self._readers.values():
+            op.close()
 
     def __del__(self):
         try:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
+from . import _read_process
 from ._sharding import ListSharding
 
 # DALI's default ``file_filters`` (known image and audio extensions).
@@ -95,7 +96,9 @@ class FileReader(Operator):
 
     Give the files in exactly one way: ``file_root`` alone (each immediate subdirectory, sorted,
     is a class), ``file_list`` (lines of ``name label``), or ``files`` (+ optional ``labels``).
-    Sharding, shuffling and padding follow DALI (see ``readers/_sharding.py``).
+    Sharding, shuffling and padding follow DALI (see ``readers/_sharding.py``). On Linux the
+    files of a batch are read by a helper process into shared memory (``_read_process.py``;
+    ``DLPIPE_READ_PROCESS=0`` reads them in the pipeline's process instead).
 
     Example:
         >>> jpegs, labels = fn.readers.file(file_root="/data/train", random_shuffle=True,
@@ -103,11 +106,11 @@ class FileReader(Operator):
     """
 
     schema = "readers.file"
-    light = True
     num_inputs = (0, 0)
     num_outputs = 2
     is_random = True
     is_reader = True
+    batch_level = True  # a batch's files are read in one request to the read process
 
     def setup(
         self,
@@ -166,6 +169,8 @@ class FileReader(Operator):
         if not files:
             raise DataNotFoundError(f"{who}: No files found in {file_root or file_list!r}")
 
+        self._use_process = _read_process.available()  # decided when the graph is defined
+        self._process: _read_process.ReadProcess | None = None  # started by the first batch
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
         self.labels = np.asarray(labels, dtype=np.int32)
@@ -197,8 +202,32 @@ class FileReader(Operator):
     def source_info(self, param: int) -> str:
         return self.files[param]
 
-    def run_sample(self, inputs, args, param):
-        return read_file(self.paths[param]), self.labels[param : param + 1].copy()
+    def run_batch_cpu(self, inputs, args, params):
+        paths = [self.paths[p] for p in params]
+        data = None
+        if self._process is None and self._use_process:
+            try:
+                self._process = _read_process.ReadProcess(self.schema)
+            except OSError:  # no memfd or no process to be had here: read in this process
+                self._use_process = False
+        if self._process is not None:
+            data = self._process.read(paths)
+            if isinstance(data, OSError):
+                raise _read_error(data.filename, data)
+        if data is None:
+            data = [read_file(p) for p in paths]
+        return data, self.labels[params].reshape(-1, 1)
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.close()
+            self._process = None
+
+
+def _read_error(path: str, e: OSError) -> DataNotFoundError:
+    if isinstance(e, FileNotFoundError):
+        return DataNotFoundError(f"readers.file: {path!r} no longer exists")
+    return DataNotFoundError(f"readers.file: cannot read {path!r}: {e}")
 
 
 def read_file(path: str) -> np.ndarray:
@@ -206,10 +235,8 @@ def read_file(path: str) -> np.ndarray:
     per file than ``open()``, which counts when one thread reads thousands of files a second."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise DataNotFoundError(f"readers.file: {path!r} no longer exists") from None
     except OSError as e:
-        raise DataNotFoundError(f"readers.file: cannot read {path!r}: {e}") from None
+        raise _read_error(path, e) from None
     try:
         buf = np.empty(os.fstat(fd).st_size, dtype=np.uint8)
         got = os.readv(fd, [buf])
@@ -220,6 +247,6 @@ def read_file(path: str) -> np.ndarray:
             got += more
         return buf
     except OSError as e:
-        raise DataNotFoundError(f"readers.file: cannot read {path!r}: {e}") from None
+        raise _read_error(path, e) from None
     finally:
         os.close(fd)

@@ -56,6 +56,19 @@ def test_skip_replaces_the_whole_sample_and_keeps_batches_full(tmp_path):
     assert pipe.epoch_size("Reader") == 8  # epochs keep their length
 
 
+def test_skip_keeps_data_and_label_paired(tmp_path):
+    # Every file its own label: the replaced sample takes its neighbour's label with its image.
+    root = dataset(tmp_path, 4, bad={1})
+    files = [f"c{i % 2}/{i:03d}.jpg" for i in range(4)]
+    pipe = Pipeline(batch_size=4, num_threads=2, seed=1)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=root, files=files, labels=[10, 11, 12, 13])
+        pipe.set_outputs(fn.decoders.image(jpegs, on_error="skip"), labels)
+    images, labels = pipe.run()
+    assert labels.as_array().ravel().tolist() == [10, 10, 12, 13]
+    assert [images.source_info(i) for i in range(4)] == [files[0], files[0], files[2], files[3]]
+
+
 def test_skipped_lists_only_batches_handed_out(tmp_path):
     # A prefetched iteration that skips a sample is not reported before run() returns it.
     root = dataset(tmp_path, 8, bad={2})

@@ -1,0 +1,115 @@
+"""Reading the files of a batch in a helper process, for ``readers.file`` (Linux).
+
+Why a process: read in the pipeline's own process, every file is four system calls, and the
+reading thread gives the GIL up and takes it back around each of them. With decoder lanes and
+the GPU stage running Python beside it, each take waits its turn: on the H100 the reads of one
+batch took 8-14 ms instead of 2.3 ms (BENCHMARKS.md). Here the whole batch costs one request
+and one reply, and the reads run in ``_read_server.py``, a process of its own.
+
+The bytes land in shared memory: a memfd that both processes map, cut into ``SLOTS`` slots of
+``SLOT_BYTES`` (address space only; pages are touched as files are written in). One batch is
+read into one free slot, and the batch's arrays are views of it. The slot is free again once
+the last of those arrays is gone, so a batch held by a consumer (or by a decoder still reading
+it) is never overwritten. A batch that does not fit a slot, or finds no slot free, is read in
+this process instead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+
+from ..errors import PipelineError
+
+SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read process
+SLOTS = 64
+_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_read_server.py")
+
+
+def available() -> bool:
+    """Whether this platform has what the read process needs (memfd: Linux), and whether it
+    is allowed (``DLPIPE_READ_PROCESS=0`` turns it off)."""
+    return hasattr(os, "memfd_create") and os.environ.get("DLPIPE_READ_PROCESS", "1") != "0"
+
+
+def _stop(proc: subprocess.Popen, fd: int) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=10)  # EOF on its stdin ends it
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    os.close(fd)
+
+
+class ReadProcess:
+    """One helper process and its shared memory. ``read`` is called from one thread at a
+    time (the CPU stage's); slots come back from whichever thread drops a batch's last array."""
+
+    def __init__(self, who: str):
+        self.who = who
+        fd = os.memfd_create("dlpipe-read", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, SLOT_BYTES * SLOTS)
+            self._memory = mmap.mmap(fd, SLOT_BYTES * SLOTS)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", _SERVER, str(fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=(fd,),
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
+        self._stop = weakref.finalize(self, _stop, self._proc, fd)
+
+    def read(self, paths: list[str]) -> list[np.ndarray] | OSError | None:
+        """The files' bytes as writable uint8 arrays in shared memory; the ``OSError`` of the
+        first file that could not be opened or read (its ``filename`` set); or None when the
+        files need more than a slot, or no slot is free: then the caller reads them."""
+        if not self._free:
+            return None
+        slot = self._free.pop()
+        offset = slot * SLOT_BYTES
+        try:
+            pickle.dump((offset, SLOT_BYTES, paths), self._proc.stdin, protocol=5)
+            self._proc.stdin.flush()
+            reply = pickle.load(self._proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            self._free.append(slot)
+            raise PipelineError(
+                f"{self.who}: the read process exited unexpectedly "
+                f"(exit code {self._proc.poll()}); see its message above, if any"
+            ) from None
+        if reply[0] != "ok":
+            self._free.append(slot)
+            if reply[0] == "big":
+                return None
+            _, index, errno, strerror = reply
+            return OSError(errno, strerror, paths[index])
+        sizes = reply[1]
+        base = np.frombuffer(self._memory, np.uint8, count=sum(sizes), offset=offset)
+        # Views of ``base`` keep it alive; the slot is free when the last one goes.
+        weakref.finalize(base, self._free.append, slot)
+        out = []
+        pos = 0
+        for size in sizes:
+            out.append(base[pos : pos + size])
+            pos += size
+        return out
+
+    def close(self) -> None:
+        """End the process. Arrays already handed out stay valid: the mapping lives as long as
+        they do."""
+        self._stop()

@@ -1,0 +1,152 @@
+"""readers.file's read process: a batch's files read by a helper process into shared memory.
+The same bytes as a read in this process, slots never overwritten while a batch is held, errors
+that name the file, and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from dlpipe import DataNotFoundError, Pipeline, PipelineError, fn
+from dlpipe.readers import _read_process
+from dlpipe.readers._read_process import ReadProcess
+from dlpipe.readers.file import read_file
+
+pytestmark = pytest.mark.skipif(not _read_process.available(), reason="needs memfd (Linux)")
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, size in enumerate([0, 1, 4096, 100_003, 7, 65_536]):
+        p = tmp_path / f"f{i}.bin"
+        p.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+        paths.append(str(p))
+    return paths
+
+
+def test_reads_the_same_bytes_as_this_process(files):
+    rp = ReadProcess("test")
+    try:
+        batch = files + files[::-1]  # a file twice in one batch (padding does that)
+        got = rp.read(batch)
+        assert len(got) == len(batch)
+        for arr, path in zip(got, batch, strict=True):
+            assert arr.dtype == np.uint8 and arr.ndim == 1 and arr.flags.writeable
+            np.testing.assert_array_equal(arr, read_file(path))
+    finally:
+        rp.close()
+
+
+def test_a_held_batch_is_never_overwritten_and_dropped_slots_come_back(files):
+    rp = ReadProcess("test")
+    try:
+        first = rp.read(files[2:4])
+        kept = [a.copy() for a in first]
+        second = rp.read(files[3:1:-1])  # other files, same sizes reversed
+        for a, b in zip(first, kept, strict=True):
+            np.testing.assert_array_equal(a, b)  # a fresh slot: the held batch is intact
+        assert len(rp._free) == _read_process.SLOTS - 2
+        del first, second, a, b
+        assert len(rp._free) == _read_process.SLOTS
+        view = rp.read(files[2:3])[0][:10]  # a view of a sample keeps the slot too
+        assert len(rp._free) == _read_process.SLOTS - 1
+        del view
+        assert len(rp._free) == _read_process.SLOTS
+    finally:
+        rp.close()
+
+
+def test_a_batch_larger_than_a_slot_or_no_free_slot_is_left_to_the_caller(files, monkeypatch):
+    rp = ReadProcess("test")
+    try:
+        monkeypatch.setattr(_read_process, "SLOT_BYTES", 50_000)
+        assert rp.read(files[2:4]) is None  # 104 KB > 50 KB
+        held = [rp.read(files[:1]) for _ in range(_read_process.SLOTS)]
+        assert rp.read(files[:1]) is None
+        del held
+        assert rp.read(files[:1]) is not None
+    finally:
+        rp.close()
+
+
+def test_missing_file_is_reported_with_its_path(files):
+    rp = ReadProcess("test")
+    try:
+        err = rp.read([files[0], files[0] + ".gone"])
+        assert isinstance(err, FileNotFoundError) and err.filename == files[0] + ".gone"
+        assert len(rp._free) == _read_process.SLOTS  # the slot came back
+        np.testing.assert_array_equal(rp.read(files[2:3])[0], read_file(files[2]))
+    finally:
+        rp.close()
+
+
+def reader_pipe(root=None, files=None, batch_size=4, pipe_kw=None, **kw):
+    pipe = Pipeline(batch_size=batch_size, num_threads=1, seed=3, **(pipe_kw or {}))
+    with pipe:
+        data, labels = fn.readers.file(file_root=root, files=files, name="Reader", **kw)
+        pipe.set_outputs(data, labels)
+    return pipe
+
+
+def epoch(pipe, n):
+    out = []
+    for _ in range(n):
+        data, labels = pipe.run()
+        out += [(bytes(data.at(i)), int(labels.at(i)[0])) for i in range(len(data))]
+    return out
+
+
+def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
+    kw = {"random_shuffle": True, "num_shards": 2, "shard_id": 1, "pad_last_batch": True}
+    with_process = reader_pipe(image_root, **kw)
+    got = epoch(with_process, 6)
+    assert with_process._readers["Reader"]._process is not None
+    monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")
+    in_process = reader_pipe(image_root, **kw)
+    assert epoch(in_process, 6) == got
+    assert in_process._readers["Reader"]._process is None
+    with_process.close()
+    in_process.close()
+
+
+def test_missing_file_in_a_pipeline_names_it(tmp_path, files):
+    gone = str(tmp_path / "gone.jpg")
+    pipe = reader_pipe(files=[files[2], gone], batch_size=2)
+    with pytest.raises(DataNotFoundError, match="gone.jpg' no longer exists"):
+        pipe.run()
+    pipe.close()
+
+
+def test_a_killed_read_process_is_an_error_not_a_hang(files):
+    # One iteration at a time: the kill lands between two of them.
+    pipe = reader_pipe(files=files, batch_size=2, pipe_kw={"exec_async": False})
+    pipe.run()
+    proc = pipe._readers["Reader"]._process._proc
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(PipelineError, match="read process exited unexpectedly"):
+        for _ in range(3):
+            pipe.run()
+    pipe.close()
+
+
+def test_close_ends_the_process_and_a_batch_outlives_it(files):
+    pipe = reader_pipe(files=files, batch_size=3)
+    data, _ = pipe.run()
+    reader = pipe._readers["Reader"]
+    proc = reader._process._proc
+    pipe.close()
+    assert proc.poll() == 0 and reader._process is None
+    np.testing.assert_array_equal(data.at(2), read_file(files[2]))  # still mapped
+
+
+def test_a_dropped_reader_ends_its_process(files):
+    rp = ReadProcess("test")
+    proc = rp._proc
+    del rp
+    assert proc.wait(timeout=10) == 0
