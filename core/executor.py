@@ -403,7 +403,7 @@ class Executor:
         """Runs of per-sample operators, split at batch-level operators."""
         segments: list[tuple[bool, list[OpNode]]] = []
         for node in self.cpu_ops:
-            if node.op.batch_level:
+            if node.op.batch_level_in(node):
                 segments.append((True, [node]))
             elif segments and not segments[-1][0]:
                 segments[-1][1].append(node)
@@ -469,6 +469,7 @@ class Executor:
                 for out, vals in zip(node.outputs, outs, strict=True):
                     if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                         ws.dense[out] = _DenseBatch.of(vals)
+                        vals = [vals[i, ...] for i in range(len(vals))]  # 0-d rows stay arrays
                     ws.values[out] = list(vals)
             else:
                 self._run_samples(nodes, ws)

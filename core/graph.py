@@ -158,6 +158,11 @@ class Operator:
     def batch_params(self, n: int) -> list | None:
         return None
 
+    def batch_level_in(self, node: OpNode) -> bool:
+        """Whether this instance runs batch-wise (``run_batch_cpu``), given its node's inputs
+        and argument inputs; ``batch_level`` unless an operator decides per node."""
+        return self.batch_level
+
     def close(self) -> None:
         """Release what the operator holds outside Python (processes, files); called by
         ``Pipeline.close``. It may run again afterwards and then takes them anew."""

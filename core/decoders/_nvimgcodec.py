@@ -276,12 +276,12 @@ class MixedDecoder:
                 raise
             arr = self.cupy.asarray(img)  # on the current (pipeline) stream
             ptrs[i], shapes[i], strides[i], owners[i] = arr.data.ptr, arr.shape, arr.strides, arr
-        if self.window is not None:  # the crop as a view of the decoded image (no copy)
-            for i in range(n):
-                if i in done:
-                    continue
-                sy, sx, sc = strides[i]
-                y, x, h, w = self.window.window(shapes[i][0], shapes[i][1], params[i].tolist())
+        todo = [i for i in range(n) if i not in done] if self.window is not None else []
+        if todo:  # the crop as a view of the decoded image (no copy)
+            hw = np.array([shapes[i][:2] for i in todo], np.int64)
+            wins = self.window.windows(hw[:, 0], hw[:, 1], np.stack([params[i] for i in todo]))
+            for i, (y, x, h, w) in zip(todo, wins.tolist(), strict=True):
+                sy, sx, _ = strides[i]
                 ptrs[i] += y * sy + x * sx
                 shapes[i] = (h, w, shapes[i][2])
         st = np.asarray(strides, np.int64)  # bytes == elements for uint8

@@ -78,6 +78,8 @@ def upload(host: np.ndarray, stream):
 
 def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tuple]:
     bx, by = block
+    if max_h == 1:  # one row per sample (flat casts): every thread of a block along x
+        bx, by = bx * by, 1
     return ((max_w + bx - 1) // bx, (max_h + by - 1) // by, n), (bx, by, 1)
 
 

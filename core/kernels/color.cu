@@ -11,7 +11,9 @@ struct ColorDesc {
 
 template <typename Tin, typename Tout>
 __global__ void color_matrix(const ColorDesc *__restrict__ descs) {
-  const ColorDesc d = descs[blockIdx.z];
+  __shared__ ColorDesc d;  // one load per block (see slice.cu)
+  if (threadIdx.x == 0 && threadIdx.y == 0) d = descs[blockIdx.z];
+  __syncthreads();
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= d.w || y >= d.h) return;

@@ -49,7 +49,9 @@ __device__ __forceinline__ float tab_w(const float *__restrict__ tab, int n, flo
 template <typename Tin, typename Tout>
 __global__ void resize_filter(const ResizeDesc *__restrict__ descs, const float *__restrict__ tables,
                               int C) {
-  const ResizeDesc d = descs[blockIdx.z];
+  __shared__ ResizeDesc d;  // one load per block (see slice.cu)
+  if (threadIdx.x == 0 && threadIdx.y == 0) d = descs[blockIdx.z];
+  __syncthreads();
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= d.out_w || y >= d.out_h) return;

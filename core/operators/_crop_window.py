@@ -48,38 +48,49 @@ class RandomCropWindow:
 
     def window(self, height: int, width: int, u: np.ndarray) -> tuple[int, int, int, int]:
         """(y, x, h, w) of the crop for an image of ``height`` x ``width``."""
-        H, W = int(height), int(width)
-        min_r, max_r = self.ratio
-        min_area = W * H * self.area[0]
-        max_w = max(1, int(H * max_r))
-        max_h = max(1, int(W / min_r))
-        if H * max_w < min_area:  # too wide for any allowed crop
-            h, w = H, max_w
-        elif W * max_h < min_area:  # too tall
-            h, w = max_h, W
-        else:
-            lo, hi = math.log(min_r), math.log(max_r)
-            for a in range(self.attempts):
-                target = (self.area[0] + u[2 * a] * (self.area[1] - self.area[0])) * W * H
-                r = math.exp(lo + u[2 * a + 1] * (hi - lo))
-                w = max(1, int(math.sqrt(target * r) + 0.5))  # roundf: half away from 0
-                h = max(1, int(math.sqrt(target / r) + 0.5))
-                if w <= W and h <= H and min_r <= w / h <= max_r:
-                    break
-            else:
-                if W / H > max_r:
-                    h, w = H, max_w
-                elif W / H < min_r:
-                    h, w = max_h, W
-                else:
-                    h, w = H, W
-                scale = min(1.0, self.area[1] * W * H / (h * w))
-                h = max(1, int(h * math.sqrt(scale)))
-                w = max(1, int(w * math.sqrt(scale)))
-        h, w = min(h, H), min(w, W)
-        y = min(int(u[-2] * (H - h + 1)), H - h)
-        x = min(int(u[-1] * (W - w + 1)), W - w)
+        y, x, h, w = self.windows([height], [width], np.asarray(u).reshape(1, -1))[0].tolist()
         return y, x, h, w
+
+    def windows(self, heights, widths, u: np.ndarray) -> np.ndarray:
+        """The windows of a batch at once: an (N, 4) int64 array of (y, x, h, w), row ``i`` for
+        an image of ``heights[i]`` x ``widths[i]`` and the draws ``u[i]``. Each value is
+        computed in DALI's float order, as a loop over the samples would."""
+        H = np.asarray(heights, np.int64)
+        W = np.asarray(widths, np.int64)
+        u = np.asarray(u, np.float64).reshape(len(H), -1)
+        Hf, Wf = H.astype(np.float64), W.astype(np.float64)
+        min_r, max_r = self.ratio
+        a0, a1 = self.area
+        min_area = W * H * a0
+        max_w = np.maximum(1, (Hf * max_r).astype(np.int64))
+        max_h = np.maximum(1, (Wf / min_r).astype(np.int64))
+        too_wide = H * max_w < min_area  # no allowed crop is wide enough
+        too_tall = ~too_wide & (W * max_h < min_area)
+        # Every attempt of every sample; the first whose rounded window fits wins.
+        lo, hi = math.log(min_r), math.log(max_r)
+        target = (a0 + u[:, 0 : 2 * self.attempts : 2] * (a1 - a0)) * Wf[:, None] * Hf[:, None]
+        r = np.exp(lo + u[:, 1 : 2 * self.attempts : 2] * (hi - lo))
+        aw = np.maximum(1, (np.sqrt(target * r) + 0.5).astype(np.int64))  # roundf: half up
+        ah = np.maximum(1, (np.sqrt(target / r) + 0.5).astype(np.int64))
+        ratio = aw / ah
+        fits = (aw <= W[:, None]) & (ah <= H[:, None]) & (min_r <= ratio) & (ratio <= max_r)
+        first = fits.argmax(axis=1)
+        found = fits[np.arange(len(H)), first]
+        h = ah[np.arange(len(H)), first]
+        w = aw[np.arange(len(H)), first]
+        # No attempt fits: the whole image, clamped to the ratio range, then to the max area.
+        aspect = Wf / np.maximum(Hf, 1)
+        fh = np.where(aspect > max_r, H, np.where(aspect < min_r, max_h, H))
+        fw = np.where(aspect > max_r, max_w, np.where(aspect < min_r, W, W))
+        scale = np.minimum(1.0, a1 * Wf * Hf / (fh * fw))
+        fh = np.maximum(1, (fh * np.sqrt(scale)).astype(np.int64))
+        fw = np.maximum(1, (fw * np.sqrt(scale)).astype(np.int64))
+        h = np.where(too_wide, H, np.where(too_tall, max_h, np.where(found, h, fh)))
+        w = np.where(too_wide, max_w, np.where(too_tall, W, np.where(found, w, fw)))
+        h, w = np.minimum(h, H), np.minimum(w, W)
+        y = np.minimum((u[:, -2] * (H - h + 1)).astype(np.int64), H - h)
+        x = np.minimum((u[:, -1] * (W - w + 1)).astype(np.int64), W - w)
+        return np.stack([y, x, h, w], axis=1)
 
 
 def _pair(v, name: str, who: str) -> tuple[float, float]:

@@ -299,7 +299,7 @@ class CropMirrorNormalize(CropArgs, Operator):
             means = np.broadcast_to(np.asarray(self.mean).reshape(-1), (n, nch))
             invs = np.broadcast_to(np.asarray(self.inv_std).reshape(-1), (n, nch))
             if "mirror" in args:
-                mirror[:] = [bool(np.asarray(m).any()) for m in args["mirror"]]
+                mirror[:] = _flags(args["mirror"], n)
             else:
                 mirror[:] = self.mirror
         else:
@@ -332,3 +332,12 @@ class CropMirrorNormalize(CropArgs, Operator):
             planar=out_layout == "CHW",
             stream=stream,
         )
+
+
+def _flags(values: list, n: int) -> np.ndarray:
+    """Per-sample truth of a flag argument input (any non-zero element), in one numpy call
+    when every sample has the same shape."""
+    try:
+        return np.asarray(values).reshape(n, -1).any(axis=1)
+    except ValueError:  # samples of different shapes
+        return np.array([bool(np.asarray(m).any()) for m in values])

@@ -69,6 +69,15 @@ class _RandomBase(Operator):
         pre = self._draw(self.rng, (n, *(self.shape or ())))
         return [(pre[i], int(seeds[i])) for i in range(n)]
 
+    def batch_level_in(self, node) -> bool:
+        # Nothing per sample (no input, no argument input): the numbers drawn in batch_params
+        # are turned into the batch in one go, not in a Python call per sample.
+        return not node.inputs and not node.arg_nodes
+
+    def run_batch_cpu(self, inputs, args, params):
+        pre = np.stack([p[0] for p in params]) if params else np.empty((0, *(self.shape or ())))
+        return (self.run_sample((), {}, (pre, None)),)
+
     def _sample_base(self, inputs, args, param) -> np.ndarray:
         pre, seed = param
         if inputs and "shape" in args:

@@ -118,8 +118,6 @@ class RandomResizedCrop(Operator):
         from ..kernels.resize import crop_resize_batch
 
         s = as_samples(inputs[0])
-        wins = [
-            self.window.window(h, w, u)
-            for (h, w), u in zip(s.shapes[:, :2].tolist(), params, strict=True)
-        ]
+        u = np.stack(params) if len(s) else np.zeros((0, 2 * self.window.attempts + 2))
+        wins = self.window.windows(s.shapes[:, 0], s.shapes[:, 1], u)
         return crop_resize_batch(s, wins, self.size, self.attrs, stream)

@@ -174,3 +174,21 @@ def test_decoder_same_seed_same_crops_regardless_of_threads(image_root):
         H, W, _ = full.at(i).shape
         h, w, c = a.at(i).shape
         assert 1 <= h <= H and 1 <= w <= W and c == 3
+
+
+def test_batch_windows_equal_the_per_sample_windows():
+    # The mixed decoder and the GPU random_resized_crop take a whole batch's windows at once.
+    rng = np.random.default_rng(5)
+    for area, ratio in [
+        ((0.08, 1.0), (3 / 4, 4 / 3)),
+        ((0.01, 0.02), (0.2, 5.0)),
+        ((1, 1), (2, 3)),
+    ]:
+        win = RandomCropWindow(area, ratio, 10)
+        heights, widths = rng.integers(1, 900, 300), rng.integers(1, 900, 300)
+        heights[:4], widths[:4] = [1, 500, 1000, 10], [500, 1, 10, 1000]
+        u = win.draw(rng, 300)
+        got = win.windows(heights, widths, u)
+        assert got.shape == (300, 4) and got.dtype == np.int64
+        for i in range(300):
+            assert tuple(got[i]) == win.window(int(heights[i]), int(widths[i]), u[i])

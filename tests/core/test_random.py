@@ -247,3 +247,24 @@ def test_shape_argument_input_and_input_together_are_refused():
 
     with pytest.raises(ArgumentError, match="shape"):
         run_graph(build, batch_size=2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda arg: fn.random.coin_flip(probability=arg(0.3), dtype=types.UINT8, seed=11),
+        lambda arg: fn.random.uniform(range=arg([-2.0, 5.0]), shape=(2,), seed=11),
+        lambda arg: fn.random.normal(stddev=arg(3.0), dtype=types.INT16, seed=11),
+    ],
+)
+def test_batch_path_gives_the_per_sample_numbers(make):
+    # With nothing per sample the op runs batch-wise; a constant argument input forces the
+    # per-sample path. Same seed, same numbers, same dtype and shape.
+    def const(v):
+        return fn.external_source(lambda: [np.asarray(v, np.float64)] * 16, batch=True)
+
+    batch = [r[0] for r in run_graph(lambda: make(lambda v: v), batch_size=16, iterations=2)]
+    per_sample = [r[0] for r in run_graph(lambda: make(const), batch_size=16, iterations=2)]
+    for a, b in zip(batch, per_sample, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
