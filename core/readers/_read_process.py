@@ -98,16 +98,12 @@ class ReadProcess:
                 return None
             _, index, errno, strerror = reply
             return OSError(errno, strerror, paths[index])
-        sizes = reply[1]
-        base = np.frombuffer(self._memory, np.uint8, count=sum(sizes), offset=offset)
+        _, starts, sizes = reply
+        end = max((a + b for a, b in zip(starts, sizes, strict=True)), default=offset)
+        base = np.frombuffer(self._memory, np.uint8, count=end - offset, offset=offset)
         # Views of ``base`` keep it alive; the slot is free when the last one goes.
         weakref.finalize(base, self._free.append, slot)
-        out = []
-        pos = 0
-        for size in sizes:
-            out.append(base[pos : pos + size])
-            pos += size
-        return out
+        return [base[a - offset : a - offset + b] for a, b in zip(starts, sizes, strict=True)]
 
     def close(self) -> None:
         """End the process. Arrays already handed out stay valid: the mapping lives as long as

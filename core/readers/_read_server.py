@@ -4,8 +4,11 @@ Started by ``_read_process.ReadProcess`` as ``python -I -S _read_server.py FD``,
 only the standard library and starts in about 15 ms. ``FD`` is a memfd that both processes map.
 Requests arrive on stdin and replies leave on stdout, as pickles:
 
-* ``(offset, limit, paths)`` -> ``("ok", sizes)``: the files, one after another from ``offset``.
-* ``("big", needed)``: they need more than ``limit`` bytes (the caller reads them itself).
+* ``(offset, limit, paths)`` -> ``("ok", offsets, sizes)``: where each file landed. The batch
+  is cut into ``READERS`` runs of files, read by as many threads at once, each run into its own
+  share of the ``limit`` bytes from ``offset`` (page-cache reads are bound by system calls and
+  copies; a disk wants several reads in flight).
+* ``("big",)``: a run needs more than its share (the caller reads the batch itself).
 * ``("error", index, errno, strerror)``: ``paths[index]`` could not be opened or read.
 
 EOF on stdin (the pipeline closed, or its process died) ends the process.
@@ -17,13 +20,17 @@ import mmap
 import os
 import pickle
 import sys
+from concurrent.futures import ThreadPoolExecutor
+
+READERS = 4
 
 
-def read_batch(view: memoryview, offset: int, limit: int, paths: list[str]) -> tuple:
-    sizes = []
-    pos = offset
-    end = offset + limit
-    for i, path in enumerate(paths):
+def read_run(view: memoryview, start: int, end: int, paths: list[str], first: int) -> tuple:
+    """Read ``paths`` one after another into ``view[start:end]``; ``first`` is the index of
+    ``paths[0]`` in the batch (for errors)."""
+    offsets, sizes = [], []
+    pos = start
+    for i, path in enumerate(paths, first):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as e:
@@ -31,7 +38,7 @@ def read_batch(view: memoryview, offset: int, limit: int, paths: list[str]) -> t
         try:
             size = os.fstat(fd).st_size
             if pos + size > end:
-                return ("big", pos + size - offset)
+                return ("big",)
             got = 0
             while got < size:  # short reads (signals, special files): read the rest
                 more = os.readv(fd, [view[pos + got : pos + size]])
@@ -42,22 +49,38 @@ def read_batch(view: memoryview, offset: int, limit: int, paths: list[str]) -> t
             return ("error", i, e.errno, e.strerror)
         finally:
             os.close(fd)
+        offsets.append(pos)
         sizes.append(got)
         pos += got
-    return ("ok", sizes)
+    return ("ok", offsets, sizes)
+
+
+def read_batch(pool, view: memoryview, offset: int, limit: int, paths: list[str]) -> tuple:
+    share = limit // READERS
+    step = -(-len(paths) // READERS) or 1
+    runs = [
+        (view, offset + k * share, offset + (k + 1) * share, paths[j : j + step], j)
+        for k, j in enumerate(range(0, len(paths), step))
+    ]
+    results = list(pool.map(lambda run: read_run(*run), runs))
+    for r in results:  # the first failure in batch order
+        if r[0] != "ok":
+            return r
+    return ("ok", [o for r in results for o in r[1]], [s for r in results for s in r[2]])
 
 
 def serve(fd: int) -> None:
     size = os.fstat(fd).st_size
     view = memoryview(mmap.mmap(fd, size))
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        try:
-            offset, limit, paths = pickle.load(requests)
-        except EOFError:
-            return
-        pickle.dump(read_batch(view, offset, limit, paths), replies, protocol=5)
-        replies.flush()
+    with ThreadPoolExecutor(READERS) as pool:
+        while True:
+            try:
+                offset, limit, paths = pickle.load(requests)
+            except EOFError:
+                return
+            pickle.dump(read_batch(pool, view, offset, limit, paths), replies, protocol=5)
+            replies.flush()
 
 
 if __name__ == "__main__":
