@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 DATA=${DLPIPE_BENCH_DATA:-/tmp/dlpipe-bench/imagenet-like}
 python3 ci/bench_cpu.py --data "$DATA" --peer "$@"
 if [ -f ci/bench_gpu.py ] && python3 -c "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0" 2>/dev/null; then
+  python3 ci/bench_kernels.py
   python3 ci/bench_gpu.py --data "$DATA"
 fi
 # The video readers (GPU NVDEC against a PyAV loader) where PyAV and PyNvVideoCodec are
