@@ -32,10 +32,7 @@ import numpy as np
 
 from ..errors import DecodeError, require_extra
 from ..types import DALIImageType
-from .image import decode_cpu
-
-_JPEG = b"\xff\xd8"
-
+from .image import _jpeg_has_end, decode_cpu
 
 # Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
 # while the process runs: a decoder destroyed while its images are alive, or (from the garbage
@@ -69,10 +66,6 @@ class _Loan:
 
 def _has_exif(head: bytes) -> bool:
     return b"Exif\x00" in head
-
-
-def _truncated_jpeg(data: np.ndarray) -> bool:
-    return bytes(data[:2]) == _JPEG and bytes(data[-1024:]).rfind(b"\xff\xd9") < 0
 
 
 class MixedDecoder:
@@ -233,11 +226,13 @@ class MixedDecoder:
             if data.size < 4 or not self.gpu_output:
                 cpu.append(i)
                 continue
+            # The CPU decoder's check: the hardware decoder turns a truncated JPEG into a
+            # partly grey image without an error.
             if (
                 data[0] == 0xFF
                 and data[1] == 0xD8
                 and not (data[-2] == 0xFF and data[-1] == 0xD9)
-                and _truncated_jpeg(data)
+                and not _jpeg_has_end(data)
             ):
                 e = DecodeError(
                     f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"

@@ -217,3 +217,31 @@ def test_gpu_memory_flat_over_50_epochs_with_lanes(big_root):
     free, total = cupy.cuda.runtime.memGetInfo()
     assert total - free <= used + (32 << 20)
     pipe.close()
+
+
+def test_trailing_data_decodes_and_truncation_is_caught_as_on_the_cpu(tmp_path):
+    # Data appended after the end-of-image marker (motion photos) decodes as on the CPU; a
+    # JPEG cut short is an error naming the file, not a partly grey image.
+    os.makedirs(tmp_path / "a")
+    rng = np.random.default_rng(3)
+    img = cv2.GaussianBlur(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8), (7, 7), 3)
+    buf = cv2.imencode(".jpg", img)[1]
+    trailer = np.frombuffer(b"ftypmp42" + bytes(range(256)) * 40, np.uint8)
+    np.concatenate([buf, trailer]).tofile(str(tmp_path / "a" / "0motion.jpg"))
+    buf.tofile(str(tmp_path / "a" / "1plain.jpg"))
+    pipe = _decode_pair(str(tmp_path), batch=2)
+    g, c = pipe.run()
+    host = g.as_cpu()
+    for i in range(2):
+        assert host.at(i).shape == c.at(i).shape == (240, 320, 3)
+        assert np.abs(host.at(i).astype(int) - c.at(i)).mean() < 2.0
+    pipe.close()
+    buf[: len(buf) - 2000].tofile(str(tmp_path / "a" / "0motion.jpg"))
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"))
+    with pytest.raises(DecodeError) as err:
+        pipe.run()
+    assert "0motion.jpg" in str(err.value) and "truncated JPEG" in str(err.value)
+    pipe.close()

@@ -145,3 +145,23 @@ def test_tensorlistgpu_from_user_arrays():
         ragged.as_tensor()
     with pytest.raises(IndexError):
         ragged[2]
+
+
+@pytest.mark.parametrize("make", [np.asarray, cupy.asarray], ids=["numpy", "cupy"])
+def test_feed_input_to_a_gpu_external_source(make):
+    # DALI's feed_input on device="gpu": each fed batch (host or CuPy arrays, ragged) comes
+    # out on the GPU, in order, and through a GPU operator as on the CPU.
+    rng = np.random.default_rng(2)
+    pipe = Pipeline(batch_size=3, num_threads=1, device_id=0, prefetch_queue_depth=1)
+    with pipe:
+        x = fn.external_source(name="x", device="gpu", layout="HWC")
+        pipe.set_outputs(x, fn.flip(x, horizontal=1))
+    for k in range(4):
+        want = [rng.integers(0, 256, (4 + i + k, 5, 3), dtype=np.uint8) for i in range(3)]
+        pipe.feed_input("x", [make(a) for a in want])
+        out, flipped = pipe.run()
+        assert out.layout() == "HWC"
+        for i, a in enumerate(want):
+            np.testing.assert_array_equal(out.as_cpu().at(i), a)
+            np.testing.assert_array_equal(flipped.as_cpu().at(i), a[:, ::-1])
+    pipe.close()
