@@ -3,7 +3,8 @@
 Readers stream forever (DALI-style); this module turns reader metadata
 (``pipe.reader_meta(reader_name)``) into epochs: how many batches each epoch has, what the last
 one holds, how shards rotate. The framework plugins (``dlpipe.plugins.pytorch``, ...) subclass
-:class:`BaseIterator` and only override :meth:`BaseIterator._convert`.
+:class:`BaseIterator` and only override :meth:`BaseIterator._convert` (and, where a batch keeps
+its shape, :meth:`BaseIterator._cut`).
 
 Example:
     >>> from dlpipe import fn, pipeline_def
@@ -84,6 +85,9 @@ def _to_auto_reset(value: Any) -> bool:
     if value is True or value == "yes":
         return True
     raise ArgumentError(f"auto_reset={value!r} must be True, False, None, 'yes' or 'no'")
+
+
+_STOP = object()  # a peek that met the end of the epoch
 
 
 class BaseIterator:
@@ -310,12 +314,13 @@ class BaseIterator:
         self._delivered = 0  # batches handed to the user in this epoch
         self._ended = False
         self._scheduled = False
-        self._first_batch: Any = None
+        # A batch fetched before next() asked for it (see _peek), or _STOP; and the pipelines'
+        # checkpoints from before it was fetched: until it is delivered, checkpoints() must not
+        # count it.
+        self._peeked: Any = None
+        self._pre_peek: list[bytes] | None = None
         self._checkpointing = self._check_checkpointing()
         self._restore_state()
-        # Checkpoints of the pipelines before the prepared first batch is taken from them: until
-        # that batch is delivered, checkpoints() must not count it.
-        self._pre_first: list[bytes] | None = None
         limit = self._epoch_batches()
         # Restored in the middle of an endless epoch: the source may stop at the next batch,
         # which next() must report as the epoch's end, so nothing is prepared.
@@ -326,10 +331,8 @@ class BaseIterator:
             and not endless_mid_epoch
             and (limit is None or self._fetched < limit)
         ):
-            if self._checkpointing:
-                self._pre_first = self._pipeline_checkpoints()
             try:
-                self._first_batch = self._next_batch()
+                self._peek()
             except StopIteration:
                 raise PipelineError(
                     "there is no data in the pipeline for the first batch (an external source "
@@ -367,8 +370,8 @@ class BaseIterator:
         """
         if not self._checkpointing:
             raise PipelineError("checkpoints() needs pipelines with enable_checkpointing=True")
-        if self._first_batch is not None and self._pre_first is not None:
-            return list(self._pre_first)
+        if self._peeked is not None and self._pre_peek is not None:
+            return list(self._pre_peek)
         return self._pipeline_checkpoints()
 
     def _restore_state(self) -> None:
@@ -464,12 +467,32 @@ class BaseIterator:
         return self
 
     def __next__(self):
-        if self._first_batch is not None:
-            batch, self._first_batch = self._first_batch, None
-        else:
+        if self._peeked is None:
             batch = self._next_batch()
+        else:
+            batch, self._peeked = self._peeked, None
+            if batch is _STOP:
+                raise StopIteration
         self._delivered += 1
         return batch
+
+    def _peek(self) -> Any:
+        """The batch the next ``next()`` returns, fetched now unless one is held already.
+
+        The held batch is not delivered yet: ``reset()`` and ``iter()`` do not count it, and
+        ``checkpoints()`` returns the pipelines' checkpoints from before it was fetched. An
+        epoch end met here is held too: StopIteration now, and from the next ``next()`` (or
+        until ``reset()``).
+        """
+        if self._peeked is None:
+            self._pre_peek = self._pipeline_checkpoints() if self._checkpointing else None
+            try:
+                self._peeked = self._next_batch()
+            except StopIteration:
+                self._peeked = _STOP
+        if self._peeked is _STOP:
+            raise StopIteration
+        return self._peeked
 
     def next(self):
         """The next batch (same as ``next(it)``)."""
@@ -519,7 +542,7 @@ class BaseIterator:
                 continue
             d = {name: self._convert(tl, p) for name, tl in zip(self.output_map, outs, strict=True)}
             if lefts is not None and lefts[i] < self.batch_size:
-                d = {name: t[: lefts[i]] for name, t in d.items()}
+                d = self._cut(d, lefts[i])
             dicts.append(d)
         self._advance()
         return self._assemble(dicts)
@@ -549,6 +572,8 @@ class BaseIterator:
 
     def reset(self) -> None:
         """Start the next epoch. Ignored, with a warning, in the middle of an epoch."""
+        if self._peeked is _STOP:  # a peeked epoch end is dropped either way
+            self._peeked = None
         if not self._ended:
             if self._delivered == 0:
                 return
@@ -565,7 +590,6 @@ class BaseIterator:
         self._fetched = 0
         self._delivered = 0
         self._ended = False
-        self._first_batch = None
         if self._shards_id is not None and not self._stick_to_shard:
             self._shards_id = (self._shards_id + 1) % self._num_shards
         for p in self._pipes:
@@ -578,6 +602,11 @@ class BaseIterator:
         """Turn one output batch into the framework's type. The default: the dense batch as a
         numpy array (CPU) or a CuPy array (GPU, after the batch is ready)."""
         return tensorlist.as_array()
+
+    def _cut(self, batch: dict[str, Any], rows: int) -> dict[str, Any]:
+        """One pipeline's converted PARTIAL last batch, cut to its first ``rows`` real samples
+        (``0 < rows < batch_size``). The default slices every output to ``t[:rows]``."""
+        return {name: t[:rows] for name, t in batch.items()}
 
     def _assemble(self, dicts: list[dict[str, Any]]) -> Any:
         """The value ``next()`` returns, from one dict per pipeline (left-out pipelines aside)."""

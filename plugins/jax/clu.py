@@ -44,8 +44,6 @@ __all__ = [
     "peekable_data_iterator",
 ]
 
-_STOP = object()  # a peek that met the end of the epoch
-
 
 class PeekableIterator(GenericIterator):
     """:class:`~dlpipe.plugins.jax.GenericIterator` with ``peek()``, ``peek_async()`` and
@@ -68,11 +66,13 @@ class PeekableIterator(GenericIterator):
     def __init__(self, *args, **kwargs):
         self._mutex = threading.RLock()
         self._pool: ThreadPoolExecutor | None = None
-        self._peeked: Any = None
+        # The batch (or epoch end) the base iterator holds came from peek(), not from
+        # prepare_first_batch: checkpoints() refuses it.
+        self._user_peeked = False
         self._element_spec: dict[str, ArraySpec] | None = None
         super().__init__(*args, **kwargs)
-        if self._first_batch is not None:
-            self._element_spec = self._spec_of(self._first_batch[0])
+        if self._peeked is not None:
+            self._element_spec = self._spec_of(self._peeked[0])
 
     @staticmethod
     def _spec_of(batch: dict[str, Any]) -> dict[str, ArraySpec]:
@@ -95,18 +95,10 @@ class PeekableIterator(GenericIterator):
                     "shape and dtype in every batch"
                 )
 
-    def _take(self):
-        if self._peeked is not None:
-            item, self._peeked = self._peeked, None
-            if item is _STOP:
-                raise StopIteration
-            self._delivered += 1  # a peeked batch is delivered when next() takes it
-            return item
-        return self._next_pair()
-
     def __next__(self) -> dict[str, Any]:
         with self._mutex:
-            batch, mask = self._take()
+            self._user_peeked = False
+            batch, mask = self._next_pair()
             self._check_spec(batch)
             self.is_nonpadding = mask
             return batch
@@ -114,15 +106,8 @@ class PeekableIterator(GenericIterator):
     def peek(self) -> dict[str, Any]:
         """The next batch, left in place for the next ``next()``."""
         with self._mutex:
-            if self._peeked is None:
-                try:
-                    self._peeked = self._next_pair()
-                    self._delivered -= 1  # not taken yet: reset() and iter() must not count it
-                except StopIteration:
-                    self._peeked = _STOP
-            if self._peeked is _STOP:
-                raise StopIteration
-            batch = self._peeked[0]
+            self._user_peeked = True
+            batch = self._peek()[0]
             if self._element_spec is None:
                 self._element_spec = self._spec_of(batch)
             return batch
@@ -146,7 +131,7 @@ class PeekableIterator(GenericIterator):
         """As :meth:`GenericIterator.checkpoints`; raises while a peeked batch (or a peeked epoch
         end) has not been taken by ``next()``, as DALI does."""
         with self._mutex:
-            if self._peeked is not None:
+            if self._user_peeked and self._peeked is not None:
                 raise PipelineError(
                     "checkpoints() after peek(): take the peeked batch with next() first (a "
                     "checkpoint now would skip it on resume)"
@@ -155,8 +140,6 @@ class PeekableIterator(GenericIterator):
 
     def reset(self) -> None:
         with self._mutex:
-            if self._peeked is _STOP:
-                self._peeked = None
             super().reset()
 
     def __del__(self):

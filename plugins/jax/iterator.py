@@ -57,27 +57,6 @@ NONPADDING = "is_nonpadding"
 :class:`GenericIterator`)."""
 
 
-class _Shard:
-    """One pipeline's converted output for one step: the full batch and how many rows are real.
-
-    The base iterator cuts a PARTIAL batch with ``t[:left]``; here that only lowers ``valid``,
-    so the data keeps its full shape and is padded in :meth:`GenericIterator._assemble`.
-    """
-
-    __slots__ = ("data", "index", "valid")
-
-    def __init__(self, data, index: int, valid: int):
-        self.data = data
-        self.index = index
-        self.valid = valid
-
-    def __getitem__(self, key):
-        if not isinstance(key, slice) or key.start not in (None, 0) or key.step not in (None, 1):
-            raise TypeError(f"a batch can only be cut as [:n], got {key!r}")
-        stop = self.valid if key.stop is None else min(self.valid, key.stop)
-        return _Shard(self.data, self.index, stop)
-
-
 def _is_jax_array(x) -> bool:
     return isinstance(x, jax.Array)
 
@@ -204,7 +183,6 @@ class GenericIterator(BaseIterator):
             raise ArgumentError(f"sharding={sharding!r} must be a jax.sharding.{kinds}")
         self._sharding = sharding
         self._devices = self._pipeline_devices(pipes, sharding, devices)
-        self._index = {id(p): i for i, p in enumerate(pipes)}
         self._join = None  # (global_shape_fn, array sharding, mask sharding), made at first use
         self._true_masks: dict[int, Any] = {}
         self.is_nonpadding = None
@@ -274,34 +252,38 @@ class GenericIterator(BaseIterator):
         return out
 
     # --- conversion -----------------------------------------------------------------------
-    def _convert(self, tensorlist, pipeline) -> _Shard:
-        index = self._index[id(pipeline)]
+    def _convert(self, tensorlist, pipeline) -> Any:
         if isinstance(tensorlist, TensorListCPU):
-            data = tensorlist.as_tensor()  # a fresh array each batch: never reused
-        else:
-            # Zero-copy: the buffer is not reused while a consumer can see it (DESIGN.md).
-            data = jax.dlpack.from_dlpack(tensorlist.as_tensor())
-        return _Shard(data, index, len(tensorlist))
+            return tensorlist.as_tensor()  # a fresh array each batch: never reused
+        # Zero-copy: the buffer is not reused while a consumer can see it (DESIGN.md).
+        return jax.dlpack.from_dlpack(tensorlist.as_tensor())
 
-    def _assemble(self, dicts: list[dict[str, _Shard]]) -> tuple[dict[str, Any], Any]:
+    def _cut(self, batch: dict[str, Any], rows: int) -> dict[str, Any]:
+        """A PARTIAL batch keeps its full shape: :meth:`_assemble` pads and masks its tail."""
+        return batch
+
+    def _assemble(self, dicts: list[dict[str, Any]]) -> tuple[dict[str, Any], Any]:
         n = len(self._pipes)
-        by_index = {next(iter(d.values())).index: d for d in dicts}
-        present = sorted(by_index)
-        rows = next(iter(by_index[present[0]].values())).data.shape[0]
-        valid = [0] * n
-        for i in present:
-            valid[i] = next(iter(by_index[i].values())).valid
+        if self._policy == LastBatchPolicy.PARTIAL:
+            # Real samples per pipeline in the step just fetched (_advance has counted it); the
+            # base iterator left out the pipelines without any.
+            valid = self._lefts(self._fetched - 1)
+            present = [i for i, v in enumerate(valid) if v > 0]
+        else:
+            valid = [next(iter(d.values())).shape[0] for d in dicts]
+            present = list(range(n))
+        by_index = dict(zip(present, dicts, strict=True))
+        rows = next(iter(dicts[0].values())).shape[0]
         out = {}
         for name in self.output_map:
             shards = []
             for i in range(n):
                 if i in by_index:
-                    s = by_index[i][name]
-                    data = _pad_rows(s.data, s.valid)
+                    data = _pad_rows(by_index[i][name], valid[i])
                 else:  # no real sample left here: repeat the nearest pipeline's last one
                     donor = max((k for k in present if k < i), default=present[0])
                     s = by_index[donor][name]
-                    data = _fill_rows(s.data[s.valid - 1], s.data.shape[0])
+                    data = _fill_rows(s[valid[donor] - 1], s.shape[0])
                 shards.append(_put(data, self._devices[i]))
             out[name] = self._join_shards(shards)
         mask = self._mask(valid, rows)

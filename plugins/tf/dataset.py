@@ -49,6 +49,18 @@ class _TFIterator(BaseIterator):
     def _assemble(self, dicts: list[dict[str, Any]]) -> dict[str, Any]:
         return dicts[0]  # one pipeline per dataset; a PARTIAL batch is never empty
 
+    def _probe(self) -> dict[str, Any]:
+        """Peek the first batch (held until ``next()`` takes it). An iterator restored at the
+        end of an epoch starts the next one, and its checkpoints stay where it was restored."""
+        try:
+            return self._peek()
+        except StopIteration:
+            pre = self._pre_peek
+            self.reset()
+            batch = self._peek()
+            self._pre_peek = pre
+            return batch
+
 
 def _gpu_batch_to_tf(tensorlist, tf_has_gpu: bool) -> Any:
     """A GPU batch as a TF tensor through DLPack where TF has a GPU, else a host numpy copy.
@@ -367,21 +379,14 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
         self._dlp_epoch_done = False  # the last iteration ran to the end of its epoch
         self._dlp_names = names
         self._dlp_lock = threading.Lock()
-        self._dlp_probe: dict[str, Any] | None = None
-        # The pipelines' checkpoints from before the probe batch was fetched: until the
-        # dataset yields that batch, checkpoints() must not count it.
-        self._dlp_pre_probe: list[bytes] | None = None
         self._dlp_ranks: list[int | None] = [None] * len(names)
         if shape_list is not None:
             self._dlp_ranks = [s.rank for s in shape_list]
 
         if dtype_list is None or shape_list is None:
-            if pipeline._enable_checkpointing:
-                self._dlp_pre_probe = iterator.checkpoints()
-            probe = self._dlp_begin()
-            if probe is None:
-                probe = next(iterator)
-            self._dlp_probe = probe
+            # The probe batch stays in the iterator, not delivered (nor counted by checkpoints())
+            # until the first iteration yields it.
+            probe = iterator._probe()
             got = [_fit_rank(probe[n], r) for n, r in zip(names, self._dlp_ranks, strict=True)]
             got_dtypes = [tf.as_dtype(x.dtype) for x in got]
             if dtype_list is None:
@@ -474,18 +479,18 @@ class DLPipeDataset(dataset_ops.UnaryUnchangedStructureDataset):
             PipelineError: the pipeline was built without ``enable_checkpointing=True``.
         """
         with self._dlp_lock:
-            if self._dlp_probe is not None and self._dlp_pre_probe is not None:
-                return list(self._dlp_pre_probe)
             return self._dlp_iterator.checkpoints()
 
     def _dlp_begin(self) -> dict[str, Any] | None:
         """Start an iteration (under the lock): its first batch if that is already fetched
         (the probe, or the rest of an unfinished epoch), else None."""
         it = self._dlp_iterator
-        first, self._dlp_probe = self._dlp_probe, None
-        if self._dlp_epoch_done:
+        first = None
+        if it._peeked is not None:  # the probe
+            first = next(it)
+        elif self._dlp_epoch_done:
             iter(it)  # the last iteration saw its epoch end: start the next one
-        elif first is None and self._dlp_started:
+        elif self._dlp_started:
             # An earlier iteration (or the dataset a checkpoint came from) stopped before it
             # saw the end of its epoch.
             try:
