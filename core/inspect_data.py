@@ -112,20 +112,29 @@ def image_size(head: bytes, fmt: str | None = None) -> tuple[int, int] | None:
 
 
 def _probe(path: str, check: bool) -> dict[str, Any]:
-    """Size, format, dimensions and (``check``) decode result of one file."""
+    """Size, format, dimensions and (``check``) decode result of one file, read once."""
     info: dict[str, Any] = {"bytes": 0, "format": "unknown", "hw": None, "error": None}
     try:
-        with open(path, "rb") as f:
-            info["bytes"] = size = os.fstat(f.fileno()).st_size
-            data = f.read() if check else f.read(_HEAD)
+        f = open(path, "rb")
     except OSError as e:
         info["error"] = f"cannot read: {e}"
         return info
-    if size == 0:
-        info["error"] = "empty file (0 bytes)"
-        return info
-    info["format"] = fmt = image_format(data[:16])
-    info["hw"] = image_size(data, fmt)
+    with f:
+        try:
+            info["bytes"] = size = os.fstat(f.fileno()).st_size
+            data = f.read() if check else f.read(_HEAD)
+        except OSError as e:
+            info["error"] = f"cannot read: {e}"
+            return info
+        if size == 0:
+            info["error"] = "empty file (0 bytes)"
+            return info
+        info["format"] = fmt = image_format(data[:16])
+        info["hw"] = image_size(data, fmt)
+        # A format without a header parser here: decode it (the rest of the file is needed).
+        decode = info["hw"] is None and fmt not in ("unknown", "FLAC", "Ogg", "WAV")
+        if decode and not check:
+            data += f.read()
     if check:
         from .decoders.image import decode_cpu
         from .types import DALIImageType
@@ -135,9 +144,8 @@ def _probe(path: str, check: bool) -> dict[str, Any]:
             info["hw"] = info["hw"] or img.shape[:2]
         except DecodeError as e:
             info["error"] = str(e).removeprefix("decoders.image: ")
-    elif info["hw"] is None and fmt not in ("unknown", "FLAC", "Ogg", "WAV"):
-        with open(path, "rb") as f:  # a format without a header parser here: decode it
-            img = cv2.imdecode(np.frombuffer(f.read(), np.uint8), cv2.IMREAD_UNCHANGED)
+    elif decode:
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
         info["hw"] = None if img is None else img.shape[:2]
     return info
 

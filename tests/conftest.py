@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from dlpipe import Pipeline, fn
 from dlpipe.synthetic import make_dataset
 
 
@@ -57,6 +58,30 @@ def make_files(tmp_path):
 def sample_ids(tl) -> list[int]:
     """Decode the sample ids written by ``make_files`` from a batch of raw bytes."""
     return [int(np.frombuffer(tl.at(i).tobytes(), np.int32)[0]) for i in range(len(tl))]
+
+
+def ids_of(pipe, batches: int) -> list[int]:
+    """The ids in the first output (one int per sample) of ``batches`` runs of ``pipe``."""
+    out = []
+    for _ in range(batches):
+        ids = pipe.run()[0]
+        out += [int(ids.at(i)[0]) for i in range(len(ids))]
+    return out
+
+
+def file_reader_ids(make_files, n, batch_size, batches, **kw):
+    """The ids ``fn.readers.file`` (``**kw``) reads from ``n`` files of ``make_files`` in
+    ``batches`` batches, and its reader_meta: the reference other readers' sharding matches."""
+    root, _ = make_files(n)
+    pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
+    with pipe:
+        data, _ = fn.readers.file(file_root=root, name="Reader", **kw)
+        pipe.set_outputs(data)
+    out = []
+    for _ in range(batches):
+        (data,) = pipe.run()
+        out += sample_ids(data)
+    return out, pipe.reader_meta("Reader")
 
 
 def batch_values(outputs) -> list:

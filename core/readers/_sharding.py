@@ -293,3 +293,54 @@ class ListSharding:
 
     def load_state_dict(self, state: dict) -> None:
         self._loader.load_state_dict(state)
+
+
+class ShardedReader:
+    """Mixin for an operator that streams its samples through one :class:`ShardedLoader`.
+
+    ``init_sharding`` (from ``setup``) keeps the sharding options and builds ``self.loader``;
+    ``bind_rng`` rebuilds it with the operator's RNG (and ``reorder``, if any); ``reader_meta``
+    and ``batch_params`` come from the loader, and checkpoints see it as ``self.loader``.
+    List it before ``Operator`` among the bases.
+    """
+
+    def init_sharding(
+        self,
+        size: int,
+        *,
+        shard_id: int,
+        num_shards: int,
+        random_shuffle: bool,
+        initial_fill: int,
+        stick_to_shard: bool,
+        pad_last_batch: bool,
+        who: str,
+        reorder: Callable[[int], np.ndarray] | None = None,
+    ) -> None:
+        self._sharded_size = size
+        self._sharded_reorder = reorder
+        self._sharding_options = dict(
+            shard_id=shard_id,
+            num_shards=num_shards,
+            stick_to_shard=bool(stick_to_shard),
+            pad_last_batch=pad_last_batch,
+            initial_fill=initial_fill,
+            random_shuffle=random_shuffle,
+            who=f"{who} {self.name or ''}".strip(),
+        )
+        self.loader = ShardedLoader(size, **self._sharding_options)
+
+    def bind_rng(self, seed: int) -> None:
+        super().bind_rng(seed)
+        self.loader = ShardedLoader(
+            self._sharded_size,
+            rng=self.rng,
+            reorder=self._sharded_reorder,
+            **self._sharding_options,
+        )
+
+    def reader_meta(self) -> dict[str, int]:
+        return self.loader.meta()
+
+    def batch_params(self, n: int) -> list[int]:
+        return self.loader.next_batch(n)

@@ -26,7 +26,7 @@ import numpy as np
 from .. import tfrecord as tfrec
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedLoader
+from ._sharding import DATALOADER_SEED, ShardedReader
 
 # --- CRC-32C (Castagnoli) ---------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ def _as_list(value, name: str, who: str) -> list[str]:
 
 
 @register(legacy=("TFRecordReader",))
-class TFRecordReader(Operator):
+class TFRecordReader(ShardedReader, Operator):
     """Reads ``tf.train.Example`` records from TFRecord files (no TensorFlow needed).
 
     A call returns a dict {feature name: node}, as in DALI (``inputs["image/encoded"]``), one
@@ -553,18 +553,18 @@ class TFRecordReader(Operator):
         self._shuffle_seed = (
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )
-        self._reorder = self._epoch_order if shuffle_after_epoch else None
         self._io = PositionalReader(who)
-        self._options = dict(
+        self.init_sharding(
+            len(self._offset),
             shard_id=shard_id,
             num_shards=num_shards,
+            random_shuffle=random_shuffle,
+            initial_fill=initial_fill,
             stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
             pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
-            random_shuffle=random_shuffle,
-            who=f"{who} {self.name or ''}".strip(),
+            who=who,
+            reorder=self._epoch_order if shuffle_after_epoch else None,
         )
-        self.loader = ShardedLoader(len(self._offset), **self._options)
 
     def output_names(self) -> list[str]:
         """The feature names, one per output (DALI's dict keys)."""
@@ -583,18 +583,6 @@ class TFRecordReader(Operator):
         gen = np.random.Generator(np.random.MT19937(self._shuffle_seed + (epoch << 32)))
         order = gen.permutation(len(self.paths))
         return np.concatenate([self._per_file[i] for i in order])
-
-    def bind_rng(self, seed: int) -> None:
-        super().bind_rng(seed)
-        self.loader = ShardedLoader(
-            len(self._offset), rng=self.rng, reorder=self._reorder, **self._options
-        )
-
-    def reader_meta(self) -> dict[str, int]:
-        return self.loader.meta()
-
-    def batch_params(self, n: int) -> list[int]:
-        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return f"{self.paths[self._file[param]]} at index {self._offset[param]}"

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
 from ..types import to_numpy_dtype
-from ._sharding import ShardedLoader
+from ._sharding import ShardedReader
 from .tfrecord import PositionalReader, _as_list
 
 BLOCK = 512
@@ -176,7 +176,7 @@ MISSING_BEHAVIORS = ("empty", "skip", "error")
 
 
 @register
-class WebdatasetReader(Operator):
+class WebdatasetReader(ShardedReader, Operator):
     """Reads WebDataset samples from tar shards: one output per ``ext`` entry.
 
     Each output is a component's raw bytes as a 1-D array of its ``dtypes`` entry (uint8 by
@@ -268,16 +268,16 @@ class WebdatasetReader(Operator):
         self.behavior = behavior
         self._build_index(who)
         self._io = PositionalReader(who)
-        self._options = dict(
+        self.init_sharding(
+            len(self._samples),
             shard_id=shard_id,
             num_shards=num_shards,
-            stick_to_shard=bool(stick_to_shard),
-            pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
             random_shuffle=random_shuffle,
-            who=f"{who} {self.name or ''}".strip(),
+            initial_fill=initial_fill,
+            stick_to_shard=stick_to_shard,
+            pad_last_batch=pad_last_batch,
+            who=who,
         )
-        self.loader = ShardedLoader(len(self._samples), **self._options)
 
     def _build_index(self, who: str) -> None:
         ext_outputs: dict[str, list[int]] = {}
@@ -340,16 +340,6 @@ class WebdatasetReader(Operator):
 
     def output_layouts(self, input_layouts):
         return [""] * self.num_outputs
-
-    def bind_rng(self, seed: int) -> None:
-        super().bind_rng(seed)
-        self.loader = ShardedLoader(len(self._samples), rng=self.rng, **self._options)
-
-    def reader_meta(self) -> dict[str, int]:
-        return self.loader.meta()
-
-    def batch_params(self, n: int) -> list[int]:
-        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return self._samples[param][2]

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import check_checkpoint_resumes, sample_ids
+from conftest import check_checkpoint_resumes, file_reader_ids
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, ops
 
 
@@ -173,19 +173,6 @@ def numbered(tmp_path):
         return str(tmp_path / "npy")
 
     return make
-
-
-def file_reader_ids(make_files, n, batch_size, batches, **kw):
-    root, _ = make_files(n)
-    pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    with pipe:
-        data, _ = fn.readers.file(file_root=root, name="Reader", **kw)
-        pipe.set_outputs(data)
-    out = []
-    for _ in range(batches):
-        (data,) = pipe.run()
-        out += sample_ids(data)
-    return out, pipe.reader_meta("Reader")
 
 
 @pytest.mark.parametrize(

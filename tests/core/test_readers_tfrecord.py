@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlpipe.tfrecord as tfrec
-from conftest import check_checkpoint_resumes, sample_ids
+from conftest import check_checkpoint_resumes, file_reader_ids, ids_of
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, ops
 from dlpipe.readers._sharding import shard_size, shard_start
 from dlpipe.readers.tfrecord import crc32c
@@ -155,14 +155,6 @@ def tf_pipe(paths, idxs, features=None, batch_size=1, seed=3, **kw):
     return pipe
 
 
-def ids_of(pipe, batches):
-    out = []
-    for _ in range(batches):
-        (ids, *_) = pipe.run()
-        out += [int(ids.at(i)[0]) for i in range(len(ids))]
-    return out
-
-
 # --- CRC and index ----------------------------------------------------------------------------
 
 
@@ -267,19 +259,6 @@ def test_legacy_ops_class(tfrecords):
 
 
 # --- sharding ---------------------------------------------------------------------------------
-
-
-def file_reader_ids(make_files, n, batch_size, batches, **kw):
-    root, _ = make_files(n)
-    pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    with pipe:
-        data, _ = fn.readers.file(file_root=root, name="Reader", **kw)
-        pipe.set_outputs(data)
-    out = []
-    for _ in range(batches):
-        (data,) = pipe.run()
-        out += sample_ids(data)
-    return out, pipe.reader_meta("Reader")
 
 
 @pytest.mark.parametrize(

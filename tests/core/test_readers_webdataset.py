@@ -9,7 +9,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from conftest import check_checkpoint_resumes, sample_ids
+from conftest import check_checkpoint_resumes, file_reader_ids, ids_of
 from dlpipe import ArgumentError, DataNotFoundError, DecodeError, Pipeline, fn, types
 from dlpipe.tools import make_webdataset_index
 from dlpipe.tools.wds2idx import default_index_path
@@ -72,14 +72,6 @@ def wds_pipe(paths, ext=("id",), batch_size=1, seed=3, dtypes=(types.INT32,), **
         )
         pipe.set_outputs(*(outs if isinstance(outs, tuple) else (outs,)))
     return pipe
-
-
-def ids_of(pipe, batches):
-    out = []
-    for _ in range(batches):
-        ids = pipe.run()[0]
-        out += [int(ids.at(i)[0]) for i in range(len(ids))]
-    return out
 
 
 # --- index ------------------------------------------------------------------------------------
@@ -172,19 +164,6 @@ def test_grouping_extensions_and_skipped_entries(tmp_path):
 
 
 # --- sharding ---------------------------------------------------------------------------------
-
-
-def file_reader_ids(make_files, n, batch_size, batches, **kw):
-    root, _ = make_files(n)
-    pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    with pipe:
-        data, _ = fn.readers.file(file_root=root, name="Reader", **kw)
-        pipe.set_outputs(data)
-    out = []
-    for _ in range(batches):
-        (data,) = pipe.run()
-        out += sample_ids(data)
-    return out, pipe.reader_meta("Reader")
 
 
 @pytest.mark.parametrize(
