@@ -57,6 +57,8 @@ class GpuStage:
             iterations at once; 0 runs them on the GPU stage's thread and stream. Used only
             when every mixed operator sets ``concurrent_batches`` (its ``run_batch`` may run in
             several threads at once), else 0.
+        num_threads: the pipeline's CPU threads, shared by the decoders that run at once (each
+            gets ``num_threads // lanes`` for its own CPU work: parsing, Huffman decoding).
 
     Raises:
         MissingExtraError: CuPy is not installed.
@@ -70,6 +72,7 @@ class GpuStage:
         outputs: Sequence[DataNode],
         layouts: dict[DataNode, str],
         lanes: int = 0,
+        num_threads: int = 0,
     ):
         check_gpu_inputs(gpu_ops)
         cupy = require_extra("cupy", "cuda13")
@@ -99,8 +102,14 @@ class GpuStage:
         concurrent = all(getattr(n.op, "concurrent_batches", False) for n in self.mixed_ops)
         self.lanes = max(0, int(lanes)) if self.mixed_ops and concurrent else 0
         out_ids = {id(x) for x in outputs}
-        for node in self.mixed_ops:  # a decoder may decode into its old images (see there)
+        for node in self.mixed_ops:
+            # a decoder may decode into its old images (see there)
             node.op.reuse_outputs = not any(id(dn) in out_ids for dn in node.outputs)
+            # Each decoder running at once gets its share of the pipeline's threads: with all
+            # cores each (nvImageCodec's default), two lanes' decoders oversubscribed a
+            # 16-core H100 and the benchmarks ran 5-20% slower (BENCHMARKS.md).
+            if num_threads > 0:
+                node.op.cpu_threads = max(1, num_threads // max(1, self.lanes))
         self._lane = threading.local()  # each lane thread's stream
         # Lane streams come from _IDLE_STREAMS and go back there when this stage is collected:
         # what a lane decoded (a pipeline output held after close()) is freed in its stream's

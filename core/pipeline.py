@@ -299,7 +299,9 @@ class Pipeline:
             from .executor_gpu import GpuStage
 
             lanes = DEFAULT_LANES if self._max_streams < 0 else max(0, self._max_streams - 1)
-            gpu_stage = GpuStage(self._device_id, gpu_ops, self._outputs, layouts, lanes)
+            gpu_stage = GpuStage(
+                self._device_id, gpu_ops, self._outputs, layouts, lanes, self._num_threads
+            )
         depth = self._cpu_size + (self._gpu_size if self._separated else 0)
         snapshot = None
         if self._enable_checkpointing:

@@ -98,7 +98,10 @@ class MixedDecoder:
             f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(op.hybrid_huffman_threshold)}"
         )
         self._local = threading.local()
-        self._key = (self.device_id, load, self._options)
+        # CPU threads of each nvImageCodec decoder (0: nvImageCodec's default, every core);
+        # set by the GPU stage from the pipeline's num_threads.
+        self._threads = int(getattr(op, "cpu_threads", 0))
+        self._key = (self.device_id, load, self._options, self._threads)
         # The decoders this operator took from _IDLE, given back when it is collected.
         self._decoders: list = []
         weakref.finalize(self, _IDLE.setdefault(self._key, []).extend, self._decoders)
@@ -136,10 +139,17 @@ class MixedDecoder:
             nvi = self.nvimgcodec
             try:
                 dec = nvi.Decoder(
-                    device_id=self.device_id, backends=self._backends, options=self._options
+                    device_id=self.device_id,
+                    max_num_cpu_threads=self._threads,
+                    backends=self._backends,
+                    options=self._options,
                 )
             except Exception:  # an nvImageCodec without that option
-                dec = nvi.Decoder(device_id=self.device_id, backends=self._backends)
+                dec = nvi.Decoder(
+                    device_id=self.device_id,
+                    max_num_cpu_threads=self._threads,
+                    backends=self._backends,
+                )
         self._decoders.append(dec)
         return dec
 

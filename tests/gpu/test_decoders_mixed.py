@@ -245,3 +245,16 @@ def test_trailing_data_decodes_and_truncation_is_caught_as_on_the_cpu(tmp_path):
         pipe.run()
     assert "0motion.jpg" in str(err.value) and "truncated JPEG" in str(err.value)
     pipe.close()
+
+
+@pytest.mark.parametrize("max_streams, threads", [(-1, 3), (1, 6), (4, 2)])
+def test_decoders_share_the_pipeline_threads(big_root, max_streams, threads):
+    # Each decoder running at once gets num_threads // lanes CPU threads, not every core.
+    pipe = Pipeline(batch_size=4, num_threads=6, device_id=0, max_streams=max_streams)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=big_root, name="r")
+        pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"))
+    pipe.run()
+    (dec,) = [n.op for n in pipe._ops if n.op.schema == "decoders.image"]
+    assert dec.gpu_impl()._threads == threads
+    pipe.close()
