@@ -4,9 +4,12 @@ once, one process per GPU (as torchrun would run it), each reading its own shard
     python ci/bench_scaling.py --data /tmp/dlpipe-bench/imagenet-like [--pipeline rn50]
 
 Prints img/s for 1 GPU and for N GPUs (the sum of the processes, timed over the same window)
-and the speed-up. Every process, the single-GPU one included, gets the same CPU threads: the
+and the speed-up. Every process, the single-GPU one included, gets the same CPU share: the
 machine's cores divided by its GPU count (what one GPU's process has when all of them train),
-so the ratio measures the GPUs, not a CPU share that shrinks as GPUs are added.
+as its thread count and, unless ``--no-pin``, as its CPU affinity (process k runs on the k-th
+slice of the cores, as a launcher binding each rank near its GPU would). Unpinned, the single
+GPU's decoder and reader threads spread over the idle cores the other GPUs' processes would
+use, so the ratio then measures a CPU share that shrinks as GPUs are added.
 """
 
 from __future__ import annotations
@@ -24,7 +27,16 @@ from bench_gpu import ensure_dataset  # noqa: E402
 from dlpipe.cli import build_bench_pipeline  # noqa: E402
 
 
-def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue, kw):
+def core_slice(k: int, n: int) -> list[int]:
+    """The k-th of n equal slices of the cores this process may run on."""
+    cores = sorted(os.sched_getaffinity(0))
+    per = max(1, len(cores) // n)
+    return cores[k * per : (k + 1) * per] or cores
+
+
+def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queue, kw, cores):
+    if cores:  # before any thread or the read process starts: they inherit it
+        os.sched_setaffinity(0, cores)
     pipe = build_bench_pipeline(
         kind,
         root,
@@ -48,13 +60,15 @@ def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queu
     pipe.close()
 
 
-def run(kind, root, batch, gpus, iters, warmup, threads, kw) -> float:
+def run(kind, root, batch, gpus, iters, warmup, threads, kw, slices=0) -> float:
+    """img/s of ``gpus`` processes; with ``slices``, process g is pinned to core slice g."""
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(gpus), ctx.Queue()
     procs = [
         ctx.Process(
             target=worker,
-            args=(kind, root, batch, threads, g, gpus, iters, warmup, barrier, queue, kw),
+            args=(kind, root, batch, threads, g, gpus, iters, warmup, barrier, queue, kw)
+            + (core_slice(g, slices) if slices else None,),
         )
         for g in range(gpus)
     ]
@@ -77,18 +91,23 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--max-streams", type=int, default=-1, help="Pipeline(max_streams=)")
+    ap.add_argument("--no-pin", action="store_true", help="no CPU affinity per process")
     args = ap.parse_args()
     kw = {"max_streams": args.max_streams}
     import cupy
 
     n = cupy.cuda.runtime.getDeviceCount()
     threads = max(1, (os.cpu_count() or 2) // n)
+    slices = 0 if args.no_pin else n
     ensure_dataset(args.data, args.images)
-    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup, threads, kw)
-    what = f"{args.pipeline}, max_streams={args.max_streams}"
+    one = run(args.pipeline, args.data, args.batch, 1, args.iters, args.warmup, threads, kw, slices)
+    pin = "unpinned" if args.no_pin else f"pinned to 1/{n} of the cores"
+    what = f"{args.pipeline}, max_streams={args.max_streams}, {pin}"
     print(f"{what}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
     if n > 1:
-        many = run(args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads, kw)
+        many = run(
+            args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads, kw, slices
+        )
         print(
             f"{what}, {n} GPUs, {threads} threads each: {many:,.0f} img/s (x{many / one:.2f})",
             flush=True,
