@@ -69,17 +69,25 @@ def ids_of(pipe, batches: int) -> list[int]:
     return out
 
 
+def file_reader_pipe(batch_size=1, seed=7, num_threads=1, pipe_kw=None, **reader_args):
+    """A CPU pipeline of ``fn.readers.file(name="Reader", **reader_args)``: (data, labels)."""
+    pipe = Pipeline(
+        batch_size=batch_size, num_threads=num_threads, device_id=None, seed=seed, **(pipe_kw or {})
+    )
+    with pipe:
+        data, labels = fn.readers.file(name="Reader", **reader_args)
+        pipe.set_outputs(data, labels)
+    return pipe
+
+
 def file_reader_ids(make_files, n, batch_size, batches, **kw):
     """The ids ``fn.readers.file`` (``**kw``) reads from ``n`` files of ``make_files`` in
     ``batches`` batches, and its reader_meta: the reference other readers' sharding matches."""
     root, _ = make_files(n)
-    pipe = Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    with pipe:
-        data, _ = fn.readers.file(file_root=root, name="Reader", **kw)
-        pipe.set_outputs(data)
+    pipe = file_reader_pipe(batch_size, seed=3, file_root=root, **kw)
     out = []
     for _ in range(batches):
-        (data,) = pipe.run()
+        data, _ = pipe.run()
         out += sample_ids(data)
     return out, pipe.reader_meta("Reader")
 

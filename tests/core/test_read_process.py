@@ -10,7 +10,8 @@ import signal
 import numpy as np
 import pytest
 
-from dlpipe import DataNotFoundError, Pipeline, PipelineError, fn
+from conftest import file_reader_pipe
+from dlpipe import DataNotFoundError, PipelineError
 from dlpipe.readers import _read_process
 from dlpipe.readers._read_process import ReadProcess
 from dlpipe.readers.file import read_file
@@ -85,14 +86,6 @@ def test_missing_file_is_reported_with_its_path(files):
         rp.close()
 
 
-def reader_pipe(root=None, files=None, batch_size=4, pipe_kw=None, **kw):
-    pipe = Pipeline(batch_size=batch_size, num_threads=1, seed=3, **(pipe_kw or {}))
-    with pipe:
-        data, labels = fn.readers.file(file_root=root, files=files, name="Reader", **kw)
-        pipe.set_outputs(data, labels)
-    return pipe
-
-
 def epoch(pipe, n):
     out = []
     for _ in range(n):
@@ -103,11 +96,11 @@ def epoch(pipe, n):
 
 def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
     kw = {"random_shuffle": True, "num_shards": 2, "shard_id": 1, "pad_last_batch": True}
-    with_process = reader_pipe(image_root, **kw)
+    with_process = file_reader_pipe(4, file_root=image_root, **kw)
     got = epoch(with_process, 6)
     assert with_process._readers["Reader"]._process is not None
     monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")
-    in_process = reader_pipe(image_root, **kw)
+    in_process = file_reader_pipe(4, file_root=image_root, **kw)
     assert epoch(in_process, 6) == got
     assert in_process._readers["Reader"]._process is None
     with_process.close()
@@ -116,7 +109,7 @@ def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
 
 def test_missing_file_in_a_pipeline_names_it(tmp_path, files):
     gone = str(tmp_path / "gone.jpg")
-    pipe = reader_pipe(files=[files[2], gone], batch_size=2)
+    pipe = file_reader_pipe(2, files=[files[2], gone])
     with pytest.raises(DataNotFoundError, match="gone.jpg' no longer exists"):
         pipe.run()
     pipe.close()
@@ -124,7 +117,7 @@ def test_missing_file_in_a_pipeline_names_it(tmp_path, files):
 
 def test_a_killed_read_process_is_an_error_not_a_hang(files):
     # One iteration at a time: the kill lands between two of them.
-    pipe = reader_pipe(files=files, batch_size=2, pipe_kw={"exec_async": False})
+    pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files)
     pipe.run()
     proc = pipe._readers["Reader"]._process._proc
     os.kill(proc.pid, signal.SIGKILL)
@@ -136,7 +129,7 @@ def test_a_killed_read_process_is_an_error_not_a_hang(files):
 
 
 def test_close_ends_the_process_and_a_batch_outlives_it(files):
-    pipe = reader_pipe(files=files, batch_size=3)
+    pipe = file_reader_pipe(3, files=files)
     data, _ = pipe.run()
     reader = pipe._readers["Reader"]
     proc = reader._process._proc

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import sample_ids
+from conftest import file_reader_pipe, sample_ids
 from dlpipe import ArgumentError, Pipeline, fn
 from dlpipe.readers._sharding import padded_shard_size, shard_size, shard_start
 
 
 def reader_pipe(root, batch_size=1, seed=7, num_threads=1, **reader_args):
-    pipe = Pipeline(batch_size=batch_size, num_threads=num_threads, device_id=None, seed=seed)
-    with pipe:
-        data, label = fn.readers.file(file_root=root, name="Reader", **reader_args)
-        pipe.set_outputs(data, label)
-    return pipe
+    return file_reader_pipe(batch_size, seed, num_threads, file_root=root, **reader_args)
 
 
 def stream(pipe, batches):
