@@ -459,8 +459,9 @@ class Executor:
                 start = perf_counter()
                 try:
                     outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
-                except BaseException as e:
-                    raise _sample_error(e, node, 0, ws) from None
+                except BaseException as e:  # the sample named by the operator, else the first
+                    i = int(getattr(e, "sample_index", 0))
+                    raise _sample_error(e, node, i, ws) from None
                 end = perf_counter()
                 self.profiler.span(node.name, "operator", start, end)
                 self.profiler.add_ops(

@@ -76,7 +76,8 @@ class ReadProcess:
 
     def read(self, paths: list[str]) -> list[np.ndarray] | OSError | None:
         """The files' bytes as writable uint8 arrays in shared memory; the ``OSError`` of the
-        first file that could not be opened or read (its ``filename`` set); or None when the
+        first file that could not be opened or read (``filename`` and ``sample_index`` set,
+        the latter its place in ``paths``); or None when the
         files need more than a slot, or no slot is free: then the caller reads them."""
         if not self._free:
             return None
@@ -97,7 +98,9 @@ class ReadProcess:
             if reply[0] == "big":
                 return None
             _, index, errno, strerror = reply
-            return OSError(errno, strerror, paths[index])
+            err = OSError(errno, strerror, paths[index])
+            err.sample_index = index
+            return err
         _, starts, sizes = reply
         end = max((a + b for a, b in zip(starts, sizes, strict=True)), default=offset)
         base = np.frombuffer(self._memory, np.uint8, count=end - offset, offset=offset)

@@ -213,9 +213,17 @@ class FileReader(Operator):
         if self._process is not None:
             data = self._process.read(paths)
             if isinstance(data, OSError):
-                raise _read_error(data.filename, data)
+                err = _read_error(data.filename, data)
+                err.sample_index = data.sample_index  # the executor names the sample's file
+                raise err
         if data is None:
-            data = [read_file(p) for p in paths]
+            data = []
+            for i, path in enumerate(paths):
+                try:
+                    data.append(read_file(path))
+                except DataNotFoundError as e:
+                    e.sample_index = i
+                    raise
         return data, self.labels[params].reshape(-1, 1)
 
     def close(self) -> None:

@@ -107,11 +107,18 @@ def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
     in_process.close()
 
 
-def test_missing_file_in_a_pipeline_names_it(tmp_path, files):
+@pytest.mark.parametrize("read_process", ["1", "0"])
+def test_missing_file_in_a_pipeline_names_it_and_its_sample(
+    tmp_path, files, monkeypatch, read_process
+):
+    monkeypatch.setenv("DLPIPE_READ_PROCESS", read_process)
     gone = str(tmp_path / "gone.jpg")
-    pipe = file_reader_pipe(2, files=[files[2], gone])
-    with pytest.raises(DataNotFoundError, match="gone.jpg' no longer exists"):
+    pipe = file_reader_pipe(3, files=[files[2], gone, files[3]])
+    with pytest.raises(DataNotFoundError) as err:
         pipe.run()
+    message = str(err.value)
+    assert "gone.jpg' no longer exists" in message
+    assert f"sample 1 of iteration 0, file {gone!r}" in message
     pipe.close()
 
 
