@@ -71,6 +71,7 @@ class ReadProcess:
         except BaseException:
             os.close(fd)
             raise
+        self.owner = os.getpid()  # a forked child must not talk to its parent's process
         self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
         self._stop = weakref.finalize(self, _stop, self._proc, fd)
 

@@ -205,6 +205,8 @@ class FileReader(Operator):
     def run_batch_cpu(self, inputs, args, params):
         paths = [self.paths[p] for p in params]
         data = None
+        if self._process is not None and self._process.owner != os.getpid():
+            self._process = None  # forked: the parent's read process stays the parent's
         if self._process is None and self._use_process:
             try:
                 self._process = _read_process.ReadProcess(self.schema)

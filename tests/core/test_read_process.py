@@ -150,3 +150,33 @@ def test_a_dropped_reader_ends_its_process(files):
     proc = rp._proc
     del rp
     assert proc.wait(timeout=10) == 0
+
+
+def test_a_forked_child_gets_its_own_read_process(files):
+    # A reader used in a child forked after its read process started must not send requests
+    # down the parent's pipes (the replies would go to whichever process reads first).
+    # No stage threads (synchronous pipeline): nothing runs in the parent while it forks.
+    pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files[2:4])
+    pipe.run()
+    reader = pipe._readers["Reader"]
+    parent_proc = reader._process._proc
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read through the operator directly (no executor threads here)
+        ok = 0
+        try:
+            data, _ = reader.run_batch_cpu([], {}, [0, 1])
+            same = all(
+                np.array_equal(a, read_file(p)) for a, p in zip(data, files[2:4], strict=True)
+            )
+            ok = int(same and reader._process._proc.pid != parent_proc.pid)
+        finally:
+            os.write(w, bytes([ok]))
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"\x01"
+    os.close(r)
+    os.waitpid(pid, 0)
+    data, _ = pipe.run()  # the parent's read process still answers the parent
+    assert reader._process._proc is parent_proc and len(data) == 2
+    pipe.close()
