@@ -95,8 +95,12 @@ class ShardedLoader:
         self.pad_last_batch = pad_last_batch
         self.fill = int(initial_fill) if random_shuffle else 1
         self.shuffle = random_shuffle
-        self.rng = rng if rng is not None else np.random.default_rng(0)
         self._reorder = reorder
+        self.bind(rng if rng is not None else np.random.default_rng(0))
+
+    def bind(self, rng: np.random.Generator) -> None:
+        """Start the stream from the beginning, shuffling with ``rng`` (the operator's)."""
+        self.rng = rng
         # The physical read position: epoch being read, next position in its shard (None:
         # not entered yet), and the order of the epoch being read (``reorder``).
         self._read_epoch = 0
@@ -243,16 +247,6 @@ class ListSharding:
             raise ArgumentError(
                 f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
             )
-        self._options = dict(
-            shard_id=shard_id,
-            num_shards=num_shards,
-            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
-            pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
-            random_shuffle=random_shuffle,
-            who=who,
-        )
-        self._size = size
         self._order = np.arange(size)
         if random_shuffle:
             self._order = initial_order(size)
@@ -261,11 +255,21 @@ class ListSharding:
         )
         self._reorder = self._epoch_order if shuffle_after_epoch else None
         self._cache: tuple[int, np.ndarray] = (0, self._order)
-        self._loader = ShardedLoader(size, reorder=self._reorder, **self._options)  # checks
+        self._loader = ShardedLoader(
+            size,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
+            pad_last_batch=pad_last_batch,
+            initial_fill=initial_fill,
+            random_shuffle=random_shuffle,
+            reorder=self._reorder,
+            who=who,
+        )
 
     def bind(self, rng: np.random.Generator) -> None:
         """Start streaming with the operator's RNG (the buffer shuffle)."""
-        self._loader = ShardedLoader(self._size, rng=rng, reorder=self._reorder, **self._options)
+        self._loader.bind(rng)
 
     def _epoch_order(self, epoch: int) -> np.ndarray:
         cached_epoch, order = self._cache
@@ -296,48 +300,15 @@ class ListSharding:
 
 
 class ShardedReader:
-    """Mixin for an operator that streams its samples through one :class:`ShardedLoader`.
-
-    ``init_sharding`` (from ``setup``) keeps the sharding options and builds ``self.loader``;
-    ``bind_rng`` rebuilds it with the operator's RNG (and ``reorder``, if any); ``reader_meta``
-    and ``batch_params`` come from the loader, and checkpoints see it as ``self.loader``.
-    List it before ``Operator`` among the bases.
+    """Mixin for a reader operator whose samples stream through ``self.loader`` (a
+    :class:`ShardedLoader` or :class:`ListSharding`, made in ``setup``): ``bind_rng`` gives
+    the loader the operator's RNG, ``reader_meta`` and ``batch_params`` come from it, and
+    checkpoints see it as ``self.loader``. List it before ``Operator`` among the bases.
     """
-
-    def init_sharding(
-        self,
-        size: int,
-        *,
-        shard_id: int,
-        num_shards: int,
-        random_shuffle: bool,
-        initial_fill: int,
-        stick_to_shard: bool,
-        pad_last_batch: bool,
-        who: str,
-        reorder: Callable[[int], np.ndarray] | None = None,
-    ) -> None:
-        self._sharded_size = size
-        self._sharded_reorder = reorder
-        self._sharding_options = dict(
-            shard_id=shard_id,
-            num_shards=num_shards,
-            stick_to_shard=bool(stick_to_shard),
-            pad_last_batch=pad_last_batch,
-            initial_fill=initial_fill,
-            random_shuffle=random_shuffle,
-            who=f"{who} {self.name or ''}".strip(),
-        )
-        self.loader = ShardedLoader(size, **self._sharding_options)
 
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
-        self.loader = ShardedLoader(
-            self._sharded_size,
-            rng=self.rng,
-            reorder=self._sharded_reorder,
-            **self._sharding_options,
-        )
+        self.loader.bind(self.rng)
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
 from . import _read_process
-from ._sharding import ListSharding
+from ._sharding import ListSharding, ShardedReader
 
 # DALI's default ``file_filters`` (known image and audio extensions).
 KNOWN_EXTENSIONS = (
@@ -91,7 +91,7 @@ def parse_file_list(path: str) -> tuple[list[str], list[int]]:
 
 
 @register(legacy=("FileReader",))
-class FileReader(Operator):
+class FileReader(ShardedReader, Operator):
     """Reads files as raw bytes (1-D uint8) with an int32 label of shape (1,).
 
     Give the files in exactly one way: ``file_root`` alone (each immediate subdirectory, sorted,
@@ -188,16 +188,6 @@ class FileReader(Operator):
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
-
-    def bind_rng(self, seed: int) -> None:
-        super().bind_rng(seed)
-        self.loader.bind(self.rng)
-
-    def reader_meta(self) -> dict[str, int]:
-        return self.loader.meta()
-
-    def batch_params(self, n: int) -> list[int]:
-        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return self.files[param]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import ListSharding
+from ._sharding import ListSharding, ShardedReader
 
 MAGIC = b"\x93NUMPY"
 POLICIES = ("error", "pad", "trim_to_shape")
@@ -125,7 +125,7 @@ def _vector(value, name: str, who: str, cast) -> list | None:
 
 
 @register(legacy=("NumpyReader",))
-class NumpyReader(Operator):
+class NumpyReader(ShardedReader, Operator):
     """Reads arrays from ``.npy`` files (one output; its dtype and shape come from the file).
 
     Give the files as ``file_root`` (with ``file_filter``: files in the root and in its
@@ -280,14 +280,7 @@ class NumpyReader(Operator):
                 f"exclusive; got {[n for n in ROI_END if n in roi]}"
             )
 
-    # --- the sharded stream (as in readers/file.py) -----------------------------------------
-    def bind_rng(self, seed: int) -> None:
-        super().bind_rng(seed)
-        self.loader.bind(self.rng)
-
-    def reader_meta(self) -> dict[str, int]:
-        return self.loader.meta()
-
+    # --- the sharded stream (ShardedReader), with each file's header --------------------------
     def batch_params(self, n: int) -> list[tuple[int, NpyHeader]]:
         indices = self.loader.next_batch(n)
         # The headers are read here (small reads) so that a batch mixing dtypes or ranks fails

@@ -26,7 +26,7 @@ import numpy as np
 from .. import tfrecord as tfrec
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedReader
+from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader
 
 # --- CRC-32C (Castagnoli) ---------------------------------------------------------------------
 
@@ -554,7 +554,7 @@ class TFRecordReader(ShardedReader, Operator):
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )
         self._io = PositionalReader(who)
-        self.init_sharding(
+        self.loader = ShardedLoader(
             len(self._offset),
             shard_id=shard_id,
             num_shards=num_shards,
@@ -562,7 +562,7 @@ class TFRecordReader(ShardedReader, Operator):
             initial_fill=initial_fill,
             stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
             pad_last_batch=pad_last_batch,
-            who=who,
+            who=f"{who} {self.name or ''}".strip(),
             reorder=self._epoch_order if shuffle_after_epoch else None,
         )
 

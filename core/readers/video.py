@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, _call_operator, register
 from ..types import DALIDataType, DALIImageType, to_dali_dtype, to_image_type
-from ._sharding import ListSharding
+from ._sharding import ListSharding, ShardedReader
 from ._video_index import (
     WHO,
     CpuSequenceDecoder,
@@ -43,7 +43,7 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
 
 
 @register(legacy=("VideoReader",))
-class VideoReader(Operator):
+class VideoReader(ShardedReader, Operator):
     """Reads sequences of ``sequence_length`` frames, (F, H, W, C) per sample.
 
     Give the videos in exactly one way: ``filenames`` (+ optional ``labels``), ``file_root``
@@ -265,15 +265,6 @@ class VideoReader(Operator):
         )
 
     # --- the reader ---------------------------------------------------------------------------
-    def bind_rng(self, seed: int) -> None:
-        super().bind_rng(seed)
-        self.loader.bind(self.rng)
-
-    def reader_meta(self) -> dict[str, int]:
-        return self.loader.meta()
-
-    def batch_params(self, n: int) -> list[int]:
-        return self.loader.next_batch(n)
 
     def source_info(self, param: int) -> str:
         return self.files[int(self.seq_file[param])]

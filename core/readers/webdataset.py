@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
 from ..types import to_numpy_dtype
-from ._sharding import ShardedReader
+from ._sharding import ShardedLoader, ShardedReader
 from .tfrecord import PositionalReader, _as_list
 
 BLOCK = 512
@@ -268,15 +268,15 @@ class WebdatasetReader(ShardedReader, Operator):
         self.behavior = behavior
         self._build_index(who)
         self._io = PositionalReader(who)
-        self.init_sharding(
+        self.loader = ShardedLoader(
             len(self._samples),
             shard_id=shard_id,
             num_shards=num_shards,
             random_shuffle=random_shuffle,
             initial_fill=initial_fill,
-            stick_to_shard=stick_to_shard,
+            stick_to_shard=bool(stick_to_shard),
             pad_last_batch=pad_last_batch,
-            who=who,
+            who=f"{who} {self.name or ''}".strip(),
         )
 
     def _build_index(self, who: str) -> None:

@@ -9,11 +9,27 @@ jax = pytest.importorskip("jax")
 
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from conftest import check_iterator_checkpoint_resumes, iterate_with_epochs  # noqa: E402
-from dlpipe import ArgumentError, Pipeline, fn  # noqa: E402
+from conftest import (  # noqa: E402
+    check_iterator_checkpoint_resumes,
+    file_reader_pipe,
+    iterate_with_epochs,
+)
+from dlpipe import ArgumentError, fn  # noqa: E402
 from dlpipe.plugins.jax import GenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
 
 pytestmark = pytest.mark.jax
+
+
+def checkpointed_pipe(batch_size, root, checkpoints):
+    """A shuffling file reader with checkpointing, restored from ``checkpoints[0]`` if given."""
+    checkpoint = None if checkpoints is None else checkpoints[0]
+    return file_reader_pipe(
+        batch_size,
+        seed=2,
+        pipe_kw={"enable_checkpointing": True, "checkpoint": checkpoint},
+        file_root=root,
+        random_shuffle=True,
+    )
 
 
 @pytest.mark.parametrize("stop", [0, 3, 7])
@@ -21,18 +37,7 @@ def test_generic_iterator_resumes_exactly(make_files, stop):
     root, _ = make_files(13)
 
     def make_pipes(checkpoints=None):
-        pipe = Pipeline(
-            batch_size=4,
-            num_threads=1,
-            device_id=None,
-            seed=2,
-            enable_checkpointing=True,
-            checkpoint=None if checkpoints is None else checkpoints[0],
-        )
-        with pipe:
-            data, label = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
-            pipe.set_outputs(data, label)
-        return [pipe]
+        return [checkpointed_pipe(4, root, checkpoints)]
 
     def make_iter(pipes):
         return GenericIterator(
@@ -82,20 +87,10 @@ def test_peekable_checkpoints_refuse_a_peeked_batch(make_files):
     root, _ = make_files(9)
 
     def make_pipes(checkpoints=None):
-        pipe = Pipeline(
-            batch_size=2,
-            num_threads=1,
-            device_id=None,
-            seed=2,
-            enable_checkpointing=True,
-            checkpoint=None if checkpoints is None else checkpoints[0],
-        )
-        with pipe:
-            pipe.set_outputs(*fn.readers.file(file_root=root, random_shuffle=True, name="R"))
-        return [pipe]
+        return [checkpointed_pipe(2, root, checkpoints)]
 
     def make_iter(pipes):
-        return PeekableIterator(pipes, ["data", "label"], reader_name="R")
+        return PeekableIterator(pipes, ["data", "label"], reader_name="Reader")
 
     want = iterate_with_epochs(make_iter(make_pipes()), 8)
     it = make_iter(make_pipes())
