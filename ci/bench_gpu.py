@@ -73,6 +73,7 @@ SHOW_STATS = False  # --stats
 # iterations at once (max_streams=-1) with hw_decoder_load=0.9
 VARIANTS = (
     ({"read_process": False}, "files read in the pipeline's process (DLPIPE_READ_PROCESS=0)"),
+    ({"decode_process": False}, "decoded in the pipeline's process (DLPIPE_DECODE_PROCESS=0)"),
     ({"max_streams": 1}, "decoding one iteration at a time (max_streams=1)"),
 )
 
@@ -132,18 +133,20 @@ def rn50_pipe(root, batch, threads, **kw):
     return build_bench_pipeline("rn50", root, "gpu", batch, threads, seed=0, **kw)
 
 
-def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9):
+def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9, threads=0, start=None):
+    """nvImageCodec's own batched decode loop (``threads`` CPU threads, 0 for its default of
+    every core); with ``start`` (a barrier), the timing starts when every party is ready."""
     import cupy
     from nvidia import nvimgcodec as nvi
 
     blobs = [np.fromfile(f, np.uint8) for f in files]
+    kinds = [] if hw_load <= 0 else [(nvi.BackendKind.HW_GPU_ONLY, min(hw_load, 1.0))]
+    if hw_load < 1:  # 1: the hardware engines alone
+        kinds += [(nvi.BackendKind.HYBRID_CPU_GPU, 1.0), (nvi.BackendKind.GPU_ONLY, 1.0)]
     dec = nvi.Decoder(
         device_id=0,
-        backends=[
-            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=hw_load),
-            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
-            nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
-        ],
+        max_num_cpu_threads=threads,
+        backends=[nvi.Backend(k, load_hint=h) for k, h in kinds],
     )
     params = nvi.DecodeParams(
         apply_exif_orientation=True,
@@ -165,10 +168,12 @@ def time_nvimgcodec(files, batch, iters, warmup, hw_load=0.9):
 
     for _ in range(warmup):
         step()
-    start = time.perf_counter()
+    if start is not None:
+        start.wait()
+    t0 = time.perf_counter()
     for _ in range(iters):
         step()
-    return iters * batch / (time.perf_counter() - start)
+    return iters * batch / (time.perf_counter() - t0)
 
 
 def time_torchvision(files, batch, iters, warmup, size):
@@ -219,8 +224,9 @@ def main() -> None:
     ap.add_argument("--only", default="a,b,c,d")
     ap.add_argument(
         "--profile",
-        choices=("stages", "decode"),
-        help="time the stages of a few pipelines, or nvImageCodec under contention",
+        choices=("stages", "decode", "ceiling"),
+        help="time the stages of a few pipelines, nvImageCodec under contention, or "
+        "nvImageCodec's own loop by backend share, in 2 threads and in 2 processes",
     )
     ap.add_argument(
         "--json",
@@ -243,11 +249,12 @@ def main() -> None:
     files = list_files(args.data)
     print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
     b, th, it = args.batch, args.threads, args.iters
-    if args.profile:
-        (profile if args.profile == "stages" else profile_decode)(
-            *((args.data, files, b, it) if args.profile == "stages" else (files, b))
-        )
-        return
+    if args.profile == "stages":
+        return profile(args.data, files, b, it)
+    if args.profile == "decode":
+        return profile_decode(files, b)
+    if args.profile == "ceiling":
+        return profile_ceiling(args.data, files, b, th, it)
     only = set(args.only.split(","))
     measured: dict[str, dict] = {}  # name -> {"rates": [...], "target": ...}, in order
 
@@ -312,7 +319,7 @@ def measure_once(args, only: set, files: list[str], add) -> None:
         for kw, what in VARIANTS:
             add(
                 f"(a) the same, {what}",
-                time_pipe(seed_pipe(args.data, b, th, 640, **kw), b, it, wu),
+                time_pipe(seed_pipe(args.data, b, th, 640, **kw), b, it, wu, f"a, {what}"),
             )
     if "b" in only:
         add(
@@ -501,6 +508,68 @@ def profile(root: str, files: list[str], batch: int, iters: int) -> None:
                     f"{reps * batch / dt:,.0f} img/s",
                     flush=True,
                 )
+
+
+def _ceiling_worker(job):
+    files, batch, iters, hw_load, threads, start = job
+    return time_nvimgcodec(files, batch, iters, 5, hw_load, threads, start)
+
+
+def profile_ceiling(root: str, files: list[str], batch: int, threads: int, iters: int) -> None:
+    """Where the decode ceiling is: nvImageCodec's own loop (bytes in memory) with each share
+    of the batch on the hardware engines; two loops at once in two threads of one process and
+    in two processes (does the GPU have room that one host loop leaves?); then (a) and (b)
+    with each ``hw_decoder_load``."""
+    import multiprocessing as mp
+    import threading
+
+    sub = files[: batch * 16]
+    for hw, th in (
+        (1.0, 0),
+        (0.0, threads),
+        (0.9, threads),
+        (0.8, threads),
+        (0.7, threads),
+        (0.6, threads),
+        (0.9, threads // 2),
+    ):
+        rate = time_nvimgcodec(sub, batch, iters // 2, 5, hw, th)
+        print(f"  own loop, hw share {hw:.1f}, {th} threads: {rate:,.0f} img/s", flush=True)
+    for hw in (0.9, 0.7):
+        half = threads // 2
+        bar = threading.Barrier(2)
+        rates = [0.0, 0.0]
+
+        def run(k, hw=hw, bar=bar, rates=rates, half=half):
+            rates[k] = time_nvimgcodec(sub[k::2], batch, iters // 2, 5, hw, half, bar)
+
+        ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(
+            f"  two loops in 2 threads, hw share {hw}, {half} threads each: "
+            f"{rates[0]:,.0f} + {rates[1]:,.0f} = {sum(rates):,.0f} img/s",
+            flush=True,
+        )
+        ctx = mp.get_context("spawn")
+        with ctx.Manager() as m:
+            bar = m.Barrier(2)
+            with ctx.Pool(2) as pool:
+                rates = pool.map(
+                    _ceiling_worker,
+                    [(sub[k::2], batch, iters // 2, hw, half, bar) for k in range(2)],
+                )
+        print(
+            f"  two loops in 2 processes, hw share {hw}, {half} threads each: "
+            f"{rates[0]:,.0f} + {rates[1]:,.0f} = {sum(rates):,.0f} img/s",
+            flush=True,
+        )
+    for hw in (0.9, 0.8, 0.7, 0.6):
+        a = time_pipe(seed_pipe(root, batch, threads, 640, hw_decoder_load=hw), batch, iters, 10)
+        b = time_pipe(rn50_pipe(root, batch, threads, hw_decoder_load=hw), batch, iters, 10)
+        print(f"  hw_decoder_load={hw}: (a) {a:,.0f} img/s, (b) {b:,.0f} img/s", flush=True)
 
 
 def profile_decode(files: list[str], batch: int) -> None:

@@ -154,6 +154,7 @@ def build_bench_pipeline(
     num_shards: int = 1,
     hw_decoder_load: float | None = None,
     read_process: bool = True,
+    decode_process: bool = True,
     **pipeline_kwargs,
 ):
     """The standard pipelines of ``dlpipe bench`` and ``ci/bench_*.py`` (see :data:`PIPELINES`).
@@ -164,7 +165,8 @@ def build_bench_pipeline(
     output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU); other
     keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...);
     ``hw_decoder_load`` to the mixed decoder (its default when None); ``read_process=False``
-    reads the files in this process, as ``DLPIPE_READ_PROCESS=0`` does.
+    reads the files in this process, as ``DLPIPE_READ_PROCESS=0`` does, and
+    ``decode_process=False`` decodes in it, as ``DLPIPE_DECODE_PROCESS=0`` does.
     """
     from . import fn, pipeline_def, types
 
@@ -204,16 +206,19 @@ def build_bench_pipeline(
         )
         return images, labels
 
-    saved = os.environ.get("DLPIPE_READ_PROCESS")
-    if not read_process:  # the reader reads it when the graph is defined, in bench_pipe()
-        os.environ["DLPIPE_READ_PROCESS"] = "0"
+    # The reader and the decoder read these when the graph is defined, in bench_pipe().
+    off = [k for k, on in (("READ", read_process), ("DECODE", decode_process)) if not on]
+    saved = {k: os.environ.get(f"DLPIPE_{k}_PROCESS") for k in off}
     try:
+        for k in off:
+            os.environ[f"DLPIPE_{k}_PROCESS"] = "0"
         return bench_pipe(**pipeline_kwargs)
     finally:
-        if saved is None:
-            os.environ.pop("DLPIPE_READ_PROCESS", None)
-        else:
-            os.environ["DLPIPE_READ_PROCESS"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(f"DLPIPE_{k}_PROCESS", None)
+            else:
+                os.environ[f"DLPIPE_{k}_PROCESS"] = v
 
 
 def _stats_report(stats) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:

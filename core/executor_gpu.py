@@ -110,6 +110,7 @@ class GpuStage:
             # 16-core H100 and the benchmarks ran 5-20% slower (BENCHMARKS.md).
             if num_threads > 0:
                 node.op.cpu_threads = max(1, num_threads // max(1, self.lanes))
+            node.op.decode_lanes = max(1, self.lanes)  # decode processes to start ahead
         self._lane = threading.local()  # each lane thread's stream
         # Lane streams come from _IDLE_STREAMS and go back there when this stage is collected:
         # what a lane decoded (a pipeline output held after close()) is freed in its stream's

@@ -26,12 +26,14 @@ thread gets its own nvImageCodec decoder, so two batches are decoded side by sid
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 
 import numpy as np
 
 from ..errors import DecodeError, require_extra
 from ..types import DALIImageType
+from . import _decode_process
 from .image import _jpeg_has_end, decode_cpu
 
 # Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
@@ -39,6 +41,77 @@ from .image import _jpeg_has_end, decode_cpu
 # collector, on whatever thread it runs) while other decoders are decoding, crashed the
 # process on an H100. Pipelines hand theirs back here instead, for the next pipeline.
 _IDLE: dict[tuple, list] = {}
+# Idle decode processes by (device, hardware load, options, threads, output type), kept for the
+# next pipeline as the decoders are: a process takes a second or two to start.
+_IDLE_PROCS: dict[tuple, list] = {}
+
+
+def decoder_options(hybrid_huffman_threshold) -> str:
+    """nvImageCodec's option string for the hybrid backend's Huffman threshold."""
+    return f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(hybrid_huffman_threshold)}"
+
+
+def new_decoder(nvi, device_id: int, load: float, options: str, threads: int):
+    """An nvImageCodec decoder: the hardware engines take the share ``load`` of a batch
+    (none at 0), the hybrid CPU+GPU backend the rest, the CUDA backend whatever is left;
+    ``threads`` CPU threads (0: nvImageCodec's default, every core)."""
+    backends = []
+    if load > 0:
+        backends.append(nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=load))
+    backends += [
+        nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
+        nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
+    ]
+    kw = {"device_id": device_id, "max_num_cpu_threads": threads, "backends": backends}
+    try:
+        return nvi.Decoder(options=options, **kw)
+    except Exception:  # an nvImageCodec without that option
+        return nvi.Decoder(**kw)
+
+
+def decode_params(nvi, output_type: DALIImageType):
+    """nvImageCodec's DecodeParams for an ``output_type`` decoded on the GPU (RGB for
+    ANY_DATA), EXIF orientation applied."""
+    color, fmt = {
+        DALIImageType.GRAY: (nvi.ColorSpec.GRAY, nvi.SampleFormat.I_Y),
+        DALIImageType.BGR: (nvi.ColorSpec.SRGB, nvi.SampleFormat.I_BGR),
+    }.get(output_type, (nvi.ColorSpec.SRGB, nvi.SampleFormat.I_RGB))
+    return nvi.DecodeParams(apply_exif_orientation=True, color_spec=color, sample_format=fmt)
+
+
+_DIRECT: list = [None]  # whether this nvImageCodec's decode() takes encoded arrays itself
+
+
+def decode_blobs(nvi, decoder, blobs: list, params, stream_ptr: int, images=None) -> list:
+    """nvImageCodec's batched decode of encoded arrays, None where a sample did not decode.
+    The arrays go in directly where the binding takes them (one call into the library per
+    batch, which matters when other threads hold the GIL), else as CodeStreams made here.
+    ``images``: as many images of earlier batches, to decode into instead of allocating."""
+    kw = {} if images is None else {"images": images}
+    if _DIRECT[0] is not False:
+        try:
+            out = decoder.decode(blobs, params=params, cuda_stream=stream_ptr, **kw)
+            _DIRECT[0] = True
+            return out
+        except TypeError:
+            _DIRECT[0] = False
+        except Exception:  # a sample it cannot even parse: one by one below
+            pass
+    streams, pos = [], []
+    for k, data in enumerate(blobs):
+        try:
+            streams.append(nvi.CodeStream(data))
+            pos.append(k)
+        except Exception:  # not a format nvImageCodec parses: CPU fallback
+            continue
+    out = [None] * len(blobs)
+    if streams:
+        if images is not None and len(images) != len(streams):
+            kw = {}
+        decoded = decoder.decode(streams, params=params, cuda_stream=stream_ptr, **kw)
+        for k, img in zip(pos, decoded, strict=True):
+            out[k] = img
+    return out
 
 
 class _Spare(list):
@@ -83,20 +156,9 @@ class MixedDecoder:
         self.output_type = op.output_type
         self.window = getattr(op, "window", None)
         self.roi_decode = False  # see module docstring
-        self._direct = None
         self.device_id = self.cupy.cuda.runtime.getDevice()
         load = min(max(float(op.hw_decoder_load), 0.0), 1.0)
-        backends = []
-        if load > 0:
-            backends.append(nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=load))
-        backends += [
-            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
-            nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
-        ]
-        self._backends = backends
-        self._options = (
-            f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(op.hybrid_huffman_threshold)}"
-        )
+        self._options = decoder_options(op.hybrid_huffman_threshold)
         self._local = threading.local()
         # CPU threads of each nvImageCodec decoder (0: nvImageCodec's default, every core);
         # set by the GPU stage from the pipeline's num_threads.
@@ -105,51 +167,65 @@ class MixedDecoder:
         # The decoders this operator took from _IDLE, given back when it is collected.
         self._decoders: list = []
         weakref.finalize(self, _IDLE.setdefault(self._key, []).extend, self._decoders)
-        self._local.decoder = self._make_decoder()  # a bad configuration fails right here
         self.gpu_output = self.output_type in (
             DALIImageType.RGB,
             DALIImageType.BGR,
             DALIImageType.GRAY,
             DALIImageType.ANY_DATA,
         )
-        if self.output_type == DALIImageType.GRAY:
-            self.params = nvi.DecodeParams(
-                apply_exif_orientation=True,
-                color_spec=nvi.ColorSpec.GRAY,
-                sample_format=nvi.SampleFormat.I_Y,
-            )
-        elif self.output_type == DALIImageType.BGR:
-            self.params = nvi.DecodeParams(
-                apply_exif_orientation=True,
-                color_spec=nvi.ColorSpec.SRGB,
-                sample_format=nvi.SampleFormat.I_BGR,
-            )
+        self.params = decode_params(nvi, self.output_type)
+        # Each decode lane decodes in a process of its own (_decode_process.py), where the
+        # platform allows; the processes this operator took go back to _IDLE_PROCS with it.
+        self.use_process = self.gpu_output and getattr(op, "decode_process", False)
+        self._procs: list = []
+        key = (*self._key, self.output_type.name)
+        self._idle_procs = _IDLE_PROCS.setdefault(key, [])
+        weakref.finalize(self, self._idle_procs.extend, self._procs)
+        if self.use_process:  # one per lane, starting while the pipeline warms up
+            for _ in range(int(getattr(op, "decode_lanes", 1)) - len(self._idle_procs)):
+                self._idle_procs.append(self._new_process())
         else:
-            self.params = nvi.DecodeParams(
-                apply_exif_orientation=True,
-                color_spec=nvi.ColorSpec.SRGB,
-                sample_format=nvi.SampleFormat.I_RGB,
+            self._local.decoder = self._make_decoder()  # a bad configuration fails right here
+
+    def _new_process(self):
+        _, load, options, threads = self._key
+        config = {
+            "load": load,
+            "options": options,
+            "threads": threads,
+            "output_type": self.output_type.name,
+        }
+        return _decode_process.DecodeProcess(self.device_id, config, self.op.schema)
+
+    def _process(self):
+        """This thread's decode process, or None: decode in this process."""
+        if not self.use_process or (self.window is not None and self.roi_decode):
+            return None
+        proc = getattr(self._local, "proc", None)
+        if proc is None:
+            try:
+                proc = self._idle_procs.pop()  # atomic: two lanes never get the same one
+            except IndexError:
+                proc = self._new_process()
+            self._procs.append(proc)
+            self._local.proc = proc
+        if not proc.ready():
+            warnings.warn(
+                f"{self.op.schema}: decoding in the pipeline's process, as the decode process "
+                f"did not start: {proc.failure}",
+                RuntimeWarning,
+                stacklevel=2,
             )
+            self.use_process = False
+            return None
+        return proc
 
     def _make_decoder(self):
         """An idle decoder of the same configuration, or a new one."""
         try:
             dec = _IDLE.setdefault(self._key, []).pop()
         except IndexError:  # list.pop is atomic: two lanes never get the same decoder
-            nvi = self.nvimgcodec
-            try:
-                dec = nvi.Decoder(
-                    device_id=self.device_id,
-                    max_num_cpu_threads=self._threads,
-                    backends=self._backends,
-                    options=self._options,
-                )
-            except Exception:  # an nvImageCodec without that option
-                dec = nvi.Decoder(
-                    device_id=self.device_id,
-                    max_num_cpu_threads=self._threads,
-                    backends=self._backends,
-                )
+            dec = new_decoder(self.nvimgcodec, *self._key)
         self._decoders.append(dec)
         return dec
 
@@ -170,43 +246,16 @@ class MixedDecoder:
         return {"images": [spare.pop() for _ in range(k)]}
 
     def _decode(self, blobs: list, stream, spare: _Spare | None = None) -> list:
-        """nvImageCodec's batched decode, None where a sample did not decode. Encoded arrays go
-        in directly where the binding takes them (one call into the library per batch, which
-        matters when other threads hold the GIL), else as CodeStreams made here. With
-        ``spare``, images of earlier batches are decoded into where there are enough."""
-        nvi = self.nvimgcodec
-        if self._direct is not False:
-            try:
-                out = self.decoder.decode(
-                    blobs,
-                    params=self.params,
-                    cuda_stream=stream.ptr,
-                    **self._take(spare, len(blobs)),
-                )
-                self._direct = True
-                return out
-            except TypeError:
-                self._direct = False
-            except Exception:  # a sample it cannot even parse: one by one below
-                pass
-        streams, pos = [], []
-        for k, data in enumerate(blobs):
-            try:
-                streams.append(nvi.CodeStream(data))
-                pos.append(k)
-            except Exception:  # not a format nvImageCodec parses: CPU fallback
-                continue
-        out = [None] * len(blobs)
-        if streams:
-            images = self.decoder.decode(
-                streams,
-                params=self.params,
-                cuda_stream=stream.ptr,
-                **self._take(spare, len(streams)),
-            )
-            for k, img in zip(pos, images, strict=True):
-                out[k] = img
-        return out
+        """:func:`decode_blobs` with this thread's decoder; with ``spare``, images of earlier
+        batches are decoded into where there are enough."""
+        return decode_blobs(
+            self.nvimgcodec,
+            self.decoder,
+            blobs,
+            self.params,
+            stream.ptr,
+            self._take(spare, len(blobs)).get("images"),
+        )
 
     def _spare(self, n: int) -> _Spare | None:
         """This thread's spare images, when the decoded images may be reused: only images that
@@ -231,7 +280,6 @@ class MixedDecoder:
         strides: list = [None] * n
         owners: list = [None] * n
         blobs, where, cpu = [], [], []
-        roi = self.window is not None and self.roi_decode
         for i, data in enumerate(samples):
             if data.size < 4 or not self.gpu_output:
                 cpu.append(i)
@@ -253,25 +301,12 @@ class MixedDecoder:
             where.append(i)
         done = set()
         if blobs:
-            if roi:
-                images = self._decode_roi(blobs, [params[i] for i in where], stream, done, where)
-                spare = None
-            else:
-                spare = self._spare(n)
-                images = self._decode(blobs, stream, spare)
-            for i, img in zip(where, images, strict=True):
-                if img is None:
+            decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            for i, got in zip(where, decoded, strict=True):
+                if got is None:
                     cpu.append(i)
-                    continue
-                cai = img.__cuda_array_interface__
-                shp = tuple(cai["shape"])
-                st = cai.get("strides")
-                # Its decoder lives as long as the process (_IDLE), and so does a lane's
-                # stream; the GPU stage's own stream (no lanes) is kept here, before the image
-                # in the tuple, which drops its items last to first.
-                owner = (stream, img) if spare is None else _Loan(img, spare)
-                ptrs[i], shapes[i], owners[i] = cai["data"][0], shp, owner
-                strides[i] = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
+                else:
+                    ptrs[i], shapes[i], strides[i], owners[i] = got
         for i in sorted(cpu):
             done.discard(i)
             try:
@@ -298,6 +333,39 @@ class MixedDecoder:
             owners,
             self.device_id,
         )
+
+    def _gpu_decode(self, blobs, where, params, stream, done: set, n: int) -> list:
+        """Decode ``blobs`` (the batch's samples ``where``) on the GPU: for each, (device
+        address, HWC shape, strides, owner), or None where the sample did not decode."""
+        proc = self._process()
+        got = None if proc is None else proc.decode(blobs, stream)
+        if got is not None:  # decoded in the lane's process, into one device buffer
+            lease, ptrs, shapes = got
+            return [
+                None if p == 0 else (p, tuple(shp), (shp[1] * shp[2], shp[2], 1), lease)
+                for p, shp in zip(ptrs.tolist(), shapes.tolist(), strict=True)
+            ]
+        if self.window is not None and self.roi_decode:
+            images = self._decode_roi(blobs, [params[i] for i in where], stream, done, where)
+            spare = None
+        else:
+            spare = self._spare(n)
+            images = self._decode(blobs, stream, spare)
+        out = []
+        for img in images:
+            if img is None:
+                out.append(None)
+                continue
+            cai = img.__cuda_array_interface__
+            shp = tuple(cai["shape"])
+            st = cai.get("strides")
+            # Its decoder lives as long as the process (_IDLE), and so does a lane's stream;
+            # the GPU stage's own stream (no lanes) is kept here, before the image in the
+            # tuple, which drops its items last to first.
+            owner = (stream, img) if spare is None else _Loan(img, spare)
+            strides = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
+            out.append((cai["data"][0], shp, strides, owner))
+        return out
 
     def _decode_roi(self, blobs, uniforms, stream, done: set, where: list) -> list:
         """ROI decode: the window from the header's size, only that region decoded (JPEGs with

@@ -23,6 +23,7 @@ from ..graph import Operator, register
 from ..operators._crop_window import RandomCropWindow
 from ..operators.cast import parse_dtype
 from ..types import DALIImageType, to_image_type
+from . import _decode_process
 
 cv2.setNumThreads(1)  # dlpipe parallelises across samples; nested OpenCV threads only contend
 
@@ -201,6 +202,8 @@ class _DecoderBase(Operator):
         self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
         self.device_memory_padding = int(device_memory_padding)
         self.host_memory_padding = int(host_memory_padding)
+        # mixed: decode in a process per lane (_decode_process.py); read when the graph is made
+        self.decode_process = self.device == "mixed" and _decode_process.available()
         self._gpu = None
 
     def output_layouts(self, input_layouts):

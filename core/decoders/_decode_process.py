@@ -1,0 +1,225 @@
+"""Decoding a batch in a helper process, for the mixed decoder (Linux).
+
+Why a process: nvImageCodec's Python binding takes and gives up the GIL once per sample of a
+batch (it reads each header with the GIL released, then allocates the image with it held). In
+the pipeline's process each of those takes waits for the other Python threads: the CPU stage,
+the GPU stage and the other decode lane. On an H200 with 16 cores, two of nvImageCodec's own
+decode loops gave 18,399 img/s together as two threads of one process, and 25,403 as two
+processes; one loop alone gave 22,370 (BENCHMARKS.md). Here the decoder runs in
+``_decode_server.py``, a process of its own per decode lane, and the lane's thread makes one
+request and reads one reply per batch.
+
+The encoded samples go to the server through a memfd that both processes map (one
+``pwritev``, with the GIL released). The server decodes, then copies the images into a device
+buffer that this process allocated and shared by its CUDA IPC handle (a *slot*); the batch's
+samples are views of it. A slot is used again once the last of those views is gone and the GPU
+work queued before that on the lane's stream has passed, as the decoded images of the
+in-process decoder are. A batch too big for the shared memory is decoded in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+
+from ..errors import PipelineError
+
+INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
+_IOV_MAX = 1024  # buffers per pwritev
+SPARE_SLOTS = 2  # free slots still read by the GPU, before a decode waits for one
+_SERVER = "dlpipe.decoders._decode_server"  # the server's module
+
+
+def available() -> bool:
+    """Whether this platform has what the decode process needs (memfd: Linux), and whether it
+    is allowed (``DLPIPE_DECODE_PROCESS=0`` turns it off)."""
+    return hasattr(os, "memfd_create") and os.environ.get("DLPIPE_DECODE_PROCESS", "1") != "0"
+
+
+def _stop(proc: subprocess.Popen, fd: int) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=10)  # EOF on its stdin ends it
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    os.close(fd)
+
+
+class _Lease:
+    """Held by a batch's samples; the slot is free once the last of them is gone."""
+
+    __slots__ = ("memory", "__weakref__")
+
+    def __init__(self, memory):
+        self.memory = memory  # the slot's device memory outlives the batch, whatever happens
+
+
+def _release(cupy, free: list, slot: int, stream, device_id: int) -> None:
+    """Give ``slot`` back, with an event after the GPU work queued so far on ``stream`` (the
+    lane's: it waits for the GPU operators that read the batch). Runs on whichever thread
+    dropped the last view."""
+    try:
+        with cupy.cuda.Device(device_id):
+            event = cupy.cuda.Event(block=False, disable_timing=True)
+            event.record(stream)
+    except Exception:  # interpreter shutdown: the next use synchronises the device instead
+        event = None
+    free.append((slot, event))  # atomic: safe from any thread
+
+
+class DecodeProcess:
+    """One server process, its shared memory and its slots. ``decode`` is called from one
+    thread at a time (a decode lane's).
+
+    Args:
+        device_id: the GPU.
+        config: the server's decoder: ``load``, ``options``, ``threads``, ``output_type``
+            (see ``_decode_server.py``).
+        who: the operator, for errors.
+    """
+
+    def __init__(self, device_id: int, config: dict, who: str):
+        import cupy
+
+        self.cupy, self.device_id, self.who = cupy, device_id, who
+        fd = os.memfd_create("dlpipe-decode", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, INPUT_BYTES)
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    _SERVER,
+                    str(fd),
+                    json.dumps({"device_id": device_id, **config}),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=(fd,),
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._ready: bool | None = None  # the server's first message not read yet
+        self.failure = ""  # why the server could not start
+        self._slots: dict = {}  # slot -> cupy Memory
+        self._free: list = []  # (slot, event or None)
+        self._dropped: list = []  # memory of dropped slots, until the server has closed them
+        self._slot_bytes = 0  # the size of new slots, grown to the largest batch seen
+        self._stop = weakref.finalize(self, _stop, self._proc, fd)
+
+    def _send(self, msg) -> None:
+        pickle.dump(msg, self._proc.stdin, protocol=5)
+
+    def _recv(self):
+        try:
+            self._proc.stdin.flush()
+            reply = pickle.load(self._proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            raise PipelineError(
+                f"{self.who}: the decode process exited unexpectedly "
+                f"(exit code {self._proc.poll()}); see its message above, if any"
+            ) from None
+        self._dropped.clear()  # the server has handled every request sent before
+        if reply[0] == "error":
+            raise PipelineError(f"{self.who}: the decode process failed: {reply[1]}")
+        return reply
+
+    def ready(self) -> bool:
+        """Whether the server started (waits for it the first time); else ``failure`` says
+        why."""
+        if self._ready is None:
+            try:
+                self._recv()
+                self._ready = True
+            except PipelineError as e:
+                self._ready, self.failure = False, str(e)
+                self._stop()
+        return self._ready
+
+    def _slot(self, need: int) -> int:
+        """A free slot whose last batch's GPU work has passed, the oldest first (slots smaller
+        than the current slot size are dropped). Else, while fewer than ``SPARE_SLOTS`` free
+        slots wait for their GPU work, a new one of ``max(slot size, need)`` bytes: waiting
+        here would hold the decode back behind the GPU stage. Else the oldest, once its work
+        has passed."""
+        while True:
+            free = self._free
+            k = next((k for k, (_, ev) in enumerate(free) if ev is None or ev.done), None)
+            if k is None and len(free) >= SPARE_SLOTS:
+                k = 0
+            if k is None:
+                break
+            slot, event = free.pop(k)  # only this thread takes; others only append
+            if self._slots[slot].size < self._slot_bytes:
+                self._drop(slot)
+                continue
+            if event is None:  # released at interpreter shutdown
+                self.cupy.cuda.runtime.deviceSynchronize()
+            else:
+                event.synchronize()  # the GPU work that read its last batch has passed
+            return slot
+        nbytes = max(self._slot_bytes, need)
+        with self.cupy.cuda.Device(self.device_id):
+            memory = self.cupy.cuda.memory.Memory(nbytes)
+            handle = self.cupy.cuda.runtime.ipcGetMemHandle(memory.ptr)
+        slot = max(self._slots, default=-1) + 1
+        self._slots[slot] = memory
+        self._send(("open", slot, handle, nbytes))
+        return slot
+
+    def _drop(self, slot: int) -> None:
+        """Forget ``slot``; its memory is kept until the server has closed its mapping."""
+        self._send(("drop", slot))
+        self._dropped.append(self._slots.pop(slot))
+
+    def decode(self, samples: list[np.ndarray], stream):
+        """Decode ``samples`` (1-D uint8 arrays) in the server. Returns ``(owner, ptrs,
+        shapes)``: an object the samples must keep alive, device addresses (0 where a sample
+        did not decode: decode it on the CPU) and (N, 3) HWC shapes, contiguous; or None when
+        the batch is too big for the shared memory. ``stream``: the lane's CUDA stream."""
+        total = sum(int(s.nbytes) for s in samples)
+        if total > INPUT_BYTES:
+            return None
+        bufs = [np.ascontiguousarray(s) for s in samples]
+        pos = 0
+        for k in range(0, len(bufs), _IOV_MAX):
+            chunk = bufs[k : k + _IOV_MAX]
+            want = sum(b.nbytes for b in chunk)
+            done = os.pwritev(self._fd, chunk, pos)
+            if done != want:  # a short write (not seen on a memfd): the rest one by one
+                os.pwrite(self._fd, b"".join(bytes(b) for b in chunk)[done:], pos + done)
+            pos += want
+        slot = self._slot(max(1 << 20, 12 * total))  # JPEGs are about 1/10 of their pixels
+        self._send(("decode", slot, [b.nbytes for b in bufs]))
+        reply = self._recv()
+        if reply[0] == "big":  # kept in the server for a larger slot
+            self._slot_bytes = reply[1] + reply[1] // 4
+            self._drop(slot)
+            slot = self._slot(self._slot_bytes)
+            self._send(("copy", slot))
+            reply = self._recv()
+        _, offsets, shapes = reply
+        memory = self._slots[slot]
+        self._slot_bytes = max(self._slot_bytes, memory.size)
+        lease = _Lease(memory)
+        weakref.finalize(lease, _release, self.cupy, self._free, slot, stream, self.device_id)
+        ptrs = np.where(offsets >= 0, np.uint64(memory.ptr) + offsets.astype(np.uint64), 0)
+        return lease, ptrs.astype(np.uint64), shapes
+
+    def close(self) -> None:
+        """End the server. Batches already handed out stay valid: each holds its slot's
+        memory."""
+        self._stop()

@@ -1,0 +1,165 @@
+"""The decode process behind the mixed decoder: nvImageCodec decoding in a process of its own.
+
+Started by ``_decode_process.DecodeProcess`` as ``python -m dlpipe.decoders._decode_server FD
+CONFIG``. ``FD`` is a memfd that both processes map, into which the pipeline's process writes
+a batch's encoded samples one after another; ``CONFIG`` is JSON: ``device_id``, ``load`` (the
+hardware engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALIImageType``
+name). Messages are pickles, requests on stdin and replies on stdout:
+
+* first, unasked: ``("ready",)``, or ``("error", message)`` when the decoder cannot be made;
+* ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
+  handle (no reply); ``("drop", slot)``: close it (no reply);
+* ``("decode", slot, sizes)``: decode the batch and copy the images, one after another and
+  256-byte aligned, into buffer ``slot``. Reply ``("ok", offsets, shapes)``: int64 arrays, the
+  offset -1 where a sample did not decode (the pipeline's process decodes those on the CPU);
+  or ``("big", nbytes)``: the images need more than the buffer has, and are kept for the
+  ``("copy", slot)`` that follows with a larger buffer (same replies);
+* a failure replies ``("error", message)``.
+
+The copies are done (the stream synchronised) before the reply, so the pipeline's process may
+read the buffer at once. EOF on stdin (the pipeline closed, or its process died) ends this one.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import pickle
+import sys
+import traceback
+
+import numpy as np
+
+ALIGN = 256
+
+
+def layout(images: list) -> tuple[np.ndarray, np.ndarray, int]:
+    """Offsets (-1 for None), HWC shapes and the total bytes of ``images`` packed one after
+    another with ``ALIGN``-byte alignment."""
+    n = len(images)
+    offsets = np.full(n, -1, np.int64)
+    shapes = np.zeros((n, 3), np.int64)
+    pos = 0
+    for i, img in enumerate(images):
+        if img is None:
+            continue
+        shp = img.__cuda_array_interface__["shape"]
+        shapes[i] = (shp[0], shp[1], shp[2] if len(shp) > 2 else 1)
+        offsets[i] = pos
+        pos += -(-int(np.prod(shapes[i])) // ALIGN) * ALIGN
+    return offsets, shapes, pos
+
+
+class Server:
+    def __init__(self, fd: int, config: dict):
+        import cupy
+        from nvidia import nvimgcodec as nvi
+
+        from ..types import DALIImageType
+        from ._nvimgcodec import decode_params, new_decoder
+
+        self.cupy, self.nvi = cupy, nvi
+        self.rt = cupy.cuda.runtime
+        self.device = cupy.cuda.Device(int(config["device_id"]))
+        self.device.use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.decoder = new_decoder(
+            nvi,
+            int(config["device_id"]),
+            float(config["load"]),
+            config["options"],
+            int(config["threads"]),
+        )
+        self.params = decode_params(nvi, DALIImageType[config["output_type"]])
+        self.memory = mmap.mmap(fd, os.fstat(fd).st_size)
+        self.slots: dict[int, tuple[int, int]] = {}  # slot -> (device address, bytes)
+        self.spare: list = []  # the last batch's images, decoded into again
+        self.pending: tuple | None = None  # images waiting for a larger slot
+
+    def decode(self, sizes: list[int]) -> tuple:
+        from ._nvimgcodec import decode_blobs
+
+        ends = np.cumsum(sizes)
+        data = np.frombuffer(self.memory, np.uint8, count=int(ends[-1]) if len(sizes) else 0)
+        blobs = np.split(data, ends[:-1])
+        k = len(blobs)
+        images = None
+        if len(self.spare) >= k:
+            images, self.spare = self.spare[:k], self.spare[k:]
+        return decode_blobs(self.nvi, self.decoder, blobs, self.params, self.stream.ptr, images)
+
+    def copy(self, slot: int, images: list) -> tuple:
+        offsets, shapes, total = layout(images)
+        base, nbytes = self.slots[slot]
+        if total > nbytes:
+            self.pending = images
+            return ("big", total)
+        kind = self.rt.memcpyDeviceToDevice
+        for i, img in enumerate(images):
+            if img is None:
+                continue
+            cai = img.__cuda_array_interface__
+            h, w, c = (int(v) for v in shapes[i])
+            row = w * c
+            src = cai["data"][0]
+            st = cai.get("strides")
+            dst = base + int(offsets[i])
+            if st is None or st[0] == row:
+                self.rt.memcpyAsync(dst, src, h * row, kind, self.stream.ptr)
+            else:  # pitched rows
+                self.rt.memcpy2DAsync(dst, row, src, st[0], row, h, kind, self.stream.ptr)
+        self.stream.synchronize()
+        self.pending = None
+        self.spare = [img for img in images if img is not None]
+        return ("ok", offsets, shapes)
+
+    def handle(self, req: tuple) -> tuple | None:
+        kind = req[0]
+        if kind == "open":
+            _, slot, handle, nbytes = req
+            self.slots[slot] = (self.rt.ipcOpenMemHandle(handle), nbytes)
+            return None
+        if kind == "drop":
+            self.rt.ipcCloseMemHandle(self.slots.pop(req[1])[0])
+            return None
+        if kind == "decode":
+            return self.copy(req[1], self.decode(req[2]))
+        if kind == "copy":
+            return self.copy(req[1], self.pending)
+        return ("error", f"unknown request {kind!r}")
+
+
+def serve(fd: int, config: dict) -> None:
+    # Replies get a descriptor of their own: the libraries print (nvImageCodec's warnings go
+    # to standard output), so standard output goes to standard error from here on.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    requests = sys.stdin.buffer
+
+    def send(msg):
+        pickle.dump(msg, replies, protocol=5)
+        replies.flush()
+
+    try:
+        server = Server(fd, config)
+    except Exception as e:
+        send(("error", f"{type(e).__name__}: {e}"))
+        return
+    send(("ready",))
+    while True:
+        try:
+            req = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply = server.handle(req)
+        except Exception:
+            reply = ("error", traceback.format_exc(limit=4))
+        if reply is not None:
+            send(reply)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), json.loads(sys.argv[2]))

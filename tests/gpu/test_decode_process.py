@@ -1,0 +1,150 @@
+"""The mixed decoder's decode process (core/decoders/_decode_process.py): the same pixels as
+decoding in the pipeline's process, held batches never overwritten, slots that grow, and a
+server that fails to start or dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import cv2
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+pytest.importorskip("nvidia.nvimgcodec")
+
+from dlpipe import Pipeline, PipelineError, fn, types  # noqa: E402
+from dlpipe.decoders import _nvimgcodec  # noqa: E402
+from dlpipe.synthetic import make_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("dp"))
+    return make_dataset(path, num_classes=2, per_class=8, size_range=(150, 420), seed=21)
+
+
+def _decode_pipe(root, batch=4, max_streams=-1, crop=False, **dec):
+    pipe = Pipeline(batch_size=batch, num_threads=4, device_id=0, seed=3, max_streams=max_streams)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=root, name="r")
+        if crop:
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", **dec)
+        else:
+            images = fn.decoders.image(jpegs, device="mixed", **dec)
+        pipe.set_outputs(images, labels)
+    return pipe
+
+
+def _procs(pipe):
+    (dec,) = [n.op for n in pipe._ops if n.op.schema.startswith("decoders.image")]
+    return dec.gpu_impl()
+
+
+def _host(batch):
+    cpu = batch.as_cpu()
+    return [np.array(cpu.at(i)) for i in range(len(cpu))]
+
+
+@pytest.mark.parametrize("output_type", [types.RGB, types.BGR, types.GRAY])
+@pytest.mark.parametrize("crop", [False, True])
+def test_same_pixels_as_decoding_in_the_pipelines_process(root, monkeypatch, output_type, crop):
+    # hw_decoder_load=0: the hybrid and CUDA backends, which round the same in every process
+    kw = {"output_type": output_type, "hw_decoder_load": 0.0, "crop": crop}
+    with_proc = _decode_pipe(root, **kw)
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
+    without = _decode_pipe(root, **kw)
+    for _ in range(5):
+        a, b = _host(with_proc.run()[0]), _host(without.run()[0])
+        for x, y in zip(a, b, strict=True):
+            assert x.shape[2] == (1 if output_type == types.GRAY else 3)
+            np.testing.assert_array_equal(x, y)
+    assert _procs(with_proc).use_process and _procs(with_proc)._procs
+    assert not _procs(without).use_process
+    with_proc.close()
+    without.close()
+
+
+def test_held_batches_are_not_overwritten(root, monkeypatch):
+    """Every batch of two epochs, held until the end, against the same batches copied to the
+    host as they came out of a pipeline decoding in its own process."""
+    pipe = _decode_pipe(root, 3)
+    held = [pipe.run()[0] for _ in range(11)]
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
+    ref = _decode_pipe(root, 3, hw_decoder_load=0.9)
+    want = [_host(ref.run()[0]) for _ in range(11)]
+    for batch, expect in zip(held, want, strict=True):
+        for x, y in zip(_host(batch), expect, strict=True):
+            assert x.shape == y.shape
+            assert np.abs(x.astype(int) - y).mean() < 2  # hardware vs hybrid rounding only
+    assert len(_procs(pipe)._procs[0]._slots) >= 3  # the held batches took slots of their own
+    pipe.close()
+    ref.close()
+
+
+def test_a_slot_grows_for_images_bigger_than_estimated(tmp_path):
+    # Flat 1200x1000 JPEGs compress about 200:1, far past the first slot's estimate (12 times
+    # the encoded bytes): the server keeps the images and copies them into a larger slot.
+    os.makedirs(tmp_path / "a")
+    colours = [(10, 200, 30), (250, 5, 128), (0, 0, 0), (255, 255, 255)]
+    for i, c in enumerate(colours):
+        img = np.empty((1200, 1000, 3), np.uint8)
+        img[:] = c
+        cv2.imwrite(str(tmp_path / "a" / f"{i}.jpg"), img)
+    pipe = _decode_pipe(str(tmp_path), batch=4, max_streams=1)
+    for _ in range(3):
+        out = _host(pipe.run()[0])
+        for x, c in zip(out, colours, strict=True):
+            assert x.shape == (1200, 1000, 3)
+            # cv2 wrote BGR; the decoder gives RGB
+            assert np.abs(x.reshape(-1, 3).mean(0) - np.array(c[::-1])).max() < 2
+    proc = _procs(pipe)._procs[0]
+    assert min(m.size for m in proc._slots.values()) >= 4 * 1200 * 1000 * 3
+    pipe.close()
+
+
+def test_a_server_that_does_not_start_falls_back_with_a_warning(root, monkeypatch):
+    from dlpipe.decoders import _decode_process
+
+    monkeypatch.setattr(_decode_process, "_SERVER", "dlpipe.decoders._no_such_module")
+    # a configuration of its own, so that no idle process of an earlier test is reused
+    pipe = _decode_pipe(root, hybrid_huffman_threshold=123457)
+    with pytest.warns(RuntimeWarning, match="decode process did not start"):
+        out = _host(pipe.run()[0])
+    assert len(out) == 4 and all(x.ndim == 3 and x.shape[2] == 3 for x in out)
+    assert not _procs(pipe).use_process
+    pipe.run()
+    pipe.close()
+
+
+def test_a_killed_server_is_an_error_not_a_hang(root):
+    pipe = _decode_pipe(root, max_streams=1, hybrid_huffman_threshold=123458)
+    pipe.run()
+    (proc,) = _procs(pipe)._procs
+    os.kill(proc._proc.pid, signal.SIGKILL)
+    proc._proc.wait()
+    with pytest.raises(PipelineError, match="decode process exited unexpectedly"):
+        for _ in range(4):  # batches already decoded may come first
+            pipe.run()
+    pipe.close()
+
+
+def test_idle_processes_serve_the_next_pipeline(root):
+    pipe = _decode_pipe(root, hybrid_huffman_threshold=123459)
+    pipe.run()
+    pids = {p._proc.pid for p in _procs(pipe)._procs}
+    assert pids and len(pids) == len(_procs(pipe)._procs)
+    pipe.close()
+    del pipe
+    import gc
+
+    gc.collect()
+    idle = {p._proc.pid for v in _nvimgcodec._IDLE_PROCS.values() for p in v}
+    assert pids <= idle  # given back when the decoder was collected
+    again = _decode_pipe(root, hybrid_huffman_threshold=123459)
+    again.run()
+    used = {p._proc.pid for p in _procs(again)._procs}
+    assert used and used <= pids  # no process started for the second pipeline
+    again.close()
