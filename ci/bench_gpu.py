@@ -75,6 +75,7 @@ VARIANTS = (
     ({"read_process": False}, "files read in the pipeline's process (DLPIPE_READ_PROCESS=0)"),
     ({"decode_process": False}, "decoded in the pipeline's process (DLPIPE_DECODE_PROCESS=0)"),
     ({"max_streams": 1}, "decoding one iteration at a time (max_streams=1)"),
+    ({"max_streams": 4}, "3 decode lanes (max_streams=4)"),
 )
 
 
