@@ -11,8 +11,9 @@ request and reads one reply per batch.
 
 The encoded samples go to the server through a memfd that both processes map (one
 ``pwritev``, with the GIL released). The server decodes, then copies the images into a device
-buffer that this process allocated and shared by its CUDA IPC handle (a *slot*); the batch's
-samples are views of it. A slot is used again once the last of those views is gone and the GPU
+buffer that this process allocated and shared by its CUDA IPC handle (a *slot*), and records
+an interprocess CUDA event that the lane's stream waits for; the batch's samples are views of
+the slot. A slot is used again once the last of those views is gone and the GPU
 work queued before that on the lane's stream has passed, as the decoded images of the
 in-process decoder are. A batch too big for the shared memory is decoded in this process.
 """
@@ -117,8 +118,11 @@ class DecodeProcess:
         self._slots: dict = {}  # slot -> cupy Memory
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
-        self._slot_bytes = 0  # the size of new slots, grown to the largest batch seen
+        self._largest = 0  # the most bytes a batch took; new slots get a quarter more
         self._stop = weakref.finalize(self, _stop, self._proc, fd)
+        with cupy.cuda.Device(device_id):  # recorded by the server after each batch's copies
+            self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
+            self._send(("event", cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))
 
     def _send(self, msg) -> None:
         pickle.dump(msg, self._proc.stdin, protocol=5)
@@ -151,8 +155,8 @@ class DecodeProcess:
 
     def _slot(self, need: int) -> int:
         """A free slot whose last batch's GPU work has passed, the oldest first (slots smaller
-        than the current slot size are dropped). Else, while fewer than ``SPARE_SLOTS`` free
-        slots wait for their GPU work, a new one of ``max(slot size, need)`` bytes: waiting
+        than the largest batch so far are dropped). Else, while fewer than ``SPARE_SLOTS`` free
+        slots wait for their GPU work, a new one of at least ``need`` bytes: waiting
         here would hold the decode back behind the GPU stage. Else the oldest, once its work
         has passed."""
         while True:
@@ -163,7 +167,7 @@ class DecodeProcess:
             if k is None:
                 break
             slot, event = free.pop(k)  # only this thread takes; others only append
-            if self._slots[slot].size < self._slot_bytes:
+            if self._slots[slot].size < self._largest:
                 self._drop(slot)
                 continue
             if event is None:  # released at interpreter shutdown
@@ -171,7 +175,7 @@ class DecodeProcess:
             else:
                 event.synchronize()  # the GPU work that read its last batch has passed
             return slot
-        nbytes = max(self._slot_bytes, need)
+        nbytes = max(self._largest + self._largest // 4, need)
         with self.cupy.cuda.Device(self.device_id):
             memory = self.cupy.cuda.memory.Memory(nbytes)
             handle = self.cupy.cuda.runtime.ipcGetMemHandle(memory.ptr)
@@ -202,18 +206,20 @@ class DecodeProcess:
             if done != want:  # a short write (not seen on a memfd): the rest one by one
                 os.pwrite(self._fd, b"".join(bytes(b) for b in chunk)[done:], pos + done)
             pos += want
-        slot = self._slot(max(1 << 20, 12 * total))  # JPEGs are about 1/10 of their pixels
+        # a first guess: JPEGs take about a tenth of their pixels' bytes
+        slot = self._slot(self._largest or max(1 << 20, 12 * total))
         self._send(("decode", slot, [b.nbytes for b in bufs]))
         reply = self._recv()
         if reply[0] == "big":  # kept in the server for a larger slot
-            self._slot_bytes = reply[1] + reply[1] // 4
+            self._largest = reply[1]
             self._drop(slot)
-            slot = self._slot(self._slot_bytes)
+            slot = self._slot(self._largest)
             self._send(("copy", slot))
             reply = self._recv()
-        _, offsets, shapes = reply
+        _, offsets, shapes, used = reply
+        self._largest = max(self._largest, used)
+        stream.wait_event(self._event)  # the server's copies into the slot
         memory = self._slots[slot]
-        self._slot_bytes = max(self._slot_bytes, memory.size)
         lease = _Lease(memory)
         weakref.finalize(lease, _release, self.cupy, self._free, slot, stream, self.device_id)
         ptrs = np.where(offsets >= 0, np.uint64(memory.ptr) + offsets.astype(np.uint64), 0)

@@ -7,17 +7,22 @@ hardware engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALI
 name). Messages are pickles, requests on stdin and replies on stdout:
 
 * first, unasked: ``("ready",)``, or ``("error", message)`` when the decoder cannot be made;
+* ``("event", handle)``: the pipeline process's interprocess CUDA event, recorded after each
+  batch's copies (no reply);
 * ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
   handle (no reply); ``("drop", slot)``: close it (no reply);
 * ``("decode", slot, sizes)``: decode the batch and copy the images, one after another and
-  256-byte aligned, into buffer ``slot``. Reply ``("ok", offsets, shapes)``: int64 arrays, the
-  offset -1 where a sample did not decode (the pipeline's process decodes those on the CPU);
-  or ``("big", nbytes)``: the images need more than the buffer has, and are kept for the
-  ``("copy", slot)`` that follows with a larger buffer (same replies);
+  256-byte aligned, into buffer ``slot``. Reply ``("ok", offsets, shapes, nbytes)``: int64
+  arrays, the offset -1 where a sample did not decode (the pipeline's process decodes those on
+  the CPU), and the bytes used; or ``("big", nbytes)``: the images need more than the buffer
+  has, and are kept for the ``("copy", slot)`` that follows with a larger buffer (same
+  replies);
 * a failure replies ``("error", message)``.
 
-The copies are done (the stream synchronised) before the reply, so the pipeline's process may
-read the buffer at once. EOF on stdin (the pipeline closed, or its process died) ends this one.
+The reply comes once the copies are queued on this process's stream, followed by the event:
+the pipeline's process makes its stream wait for that event before it reads the buffer. The
+next batch is decoded on the same stream, so the images are decoded into again only after
+their copies. EOF on stdin (the pipeline closed, or its process died) ends this process.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class Server:
         self.slots: dict[int, tuple[int, int]] = {}  # slot -> (device address, bytes)
         self.spare: list = []  # the last batch's images, decoded into again
         self.pending: tuple | None = None  # images waiting for a larger slot
+        self.event = 0  # the pipeline process's event (0: none, synchronise instead)
 
     def decode(self, sizes: list[int]) -> tuple:
         from ._nvimgcodec import decode_blobs
@@ -109,13 +115,19 @@ class Server:
                 self.rt.memcpyAsync(dst, src, h * row, kind, self.stream.ptr)
             else:  # pitched rows
                 self.rt.memcpy2DAsync(dst, row, src, st[0], row, h, kind, self.stream.ptr)
-        self.stream.synchronize()
+        if self.event:
+            self.rt.eventRecord(self.event, self.stream.ptr)
+        else:
+            self.stream.synchronize()
         self.pending = None
         self.spare = [img for img in images if img is not None]
-        return ("ok", offsets, shapes)
+        return ("ok", offsets, shapes, total)
 
     def handle(self, req: tuple) -> tuple | None:
         kind = req[0]
+        if kind == "event":
+            self.event = self.rt.ipcOpenEventHandle(req[1])
+            return None
         if kind == "open":
             _, slot, handle, nbytes = req
             self.slots[slot] = (self.rt.ipcOpenMemHandle(handle), nbytes)
