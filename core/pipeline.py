@@ -29,6 +29,7 @@ from .graph import DataNode, OpNode, current_pipeline, pop_pipeline, push_pipeli
 from .types import to_dali_dtype
 
 DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
+PROCESS_LANES = 3  # the same, when every GPU decoder decodes in processes of its own
 
 
 def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
@@ -72,8 +73,9 @@ class Pipeline:
         output_dtype, output_ndim: optional expected type / rank per output (a single value
             applies to all); a mismatch raises after the iteration.
         max_streams: CUDA streams the executor may use (-1: no limit). The GPU stage uses one;
-            with more, the GPU decoders of ``max_streams - 1`` iterations (2 when unlimited)
-            run at once, each on its own stream and decoder (``executor_gpu.py``), and up to
+            with more, the GPU decoders of ``max_streams - 1`` iterations run at once, each on
+            its own stream and decoder (``executor_gpu.py``; when unlimited, 3 where the
+            decoders decode in processes of their own, as on Linux by default, else 2), and up to
             that many iterations more than ``prefetch_queue_depth`` are read ahead for them
             (as decoded images, not as extra output batches). ``max_streams=1``: decoding runs
             on the GPU stage's own thread and stream.
@@ -298,7 +300,11 @@ class Pipeline:
         if gpu_ops or any(x.device == "gpu" for x in self._outputs):
             from .executor_gpu import GpuStage
 
-            lanes = DEFAULT_LANES if self._max_streams < 0 else max(0, self._max_streams - 1)
+            lanes = max(0, self._max_streams - 1)
+            if self._max_streams < 0:
+                mixed = [n.op for n in gpu_ops if n.device == "mixed"]
+                in_processes = mixed and all(getattr(op, "decode_process", 0) for op in mixed)
+                lanes = PROCESS_LANES if in_processes else DEFAULT_LANES
             gpu_stage = GpuStage(
                 self._device_id, gpu_ops, self._outputs, layouts, lanes, self._num_threads
             )

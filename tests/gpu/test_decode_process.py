@@ -148,3 +148,15 @@ def test_idle_processes_serve_the_next_pipeline(root):
     used = {p._proc.pid for p in _procs(again)._procs}
     assert used and used <= pids  # no process started for the second pipeline
     again.close()
+
+
+def test_three_decode_lanes_by_default_with_processes_two_without(root, monkeypatch):
+    pipe = _decode_pipe(root)
+    pipe.build()
+    assert pipe._executor.gpu_stage.lanes == 3
+    pipe.close()
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
+    pipe = _decode_pipe(root)
+    pipe.build()
+    assert pipe._executor.gpu_stage.lanes == 2
+    pipe.close()

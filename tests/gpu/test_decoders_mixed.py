@@ -157,7 +157,7 @@ def test_decode_lanes_give_the_same_stream_as_one_stream(big_root, max_streams):
     ref.build()
     lanes.build()
     assert ref._executor.gpu_stage.lanes == 0
-    assert lanes._executor.gpu_stage.lanes == (2 if max_streams == -1 else max_streams - 1)
+    assert lanes._executor.gpu_stage.lanes == (3 if max_streams == -1 else max_streams - 1)
     for _ in range(7):
         a, b = ref.run(), lanes.run()
         for x, y in zip(a, b, strict=True):
@@ -247,7 +247,7 @@ def test_trailing_data_decodes_and_truncation_is_caught_as_on_the_cpu(tmp_path):
     pipe.close()
 
 
-@pytest.mark.parametrize("max_streams, threads", [(-1, 3), (1, 6), (4, 2)])
+@pytest.mark.parametrize("max_streams, threads", [(-1, 2), (1, 6), (4, 2), (3, 3)])
 def test_decoders_share_the_pipeline_threads(big_root, max_streams, threads):
     # Each decoder running at once gets num_threads // lanes CPU threads, not every core.
     pipe = Pipeline(batch_size=4, num_threads=6, device_id=0, max_streams=max_streams)
