@@ -606,6 +606,9 @@ class Pipeline:
             node.op.close()
         for op in self._readers.values():
             op.close()
+        for node in self._ops or ():
+            if node.device == "mixed":  # decoders hand their decode processes back
+                node.op.close()
 
     def __del__(self):
         try:

@@ -20,7 +20,6 @@ in-process decoder are. A batch too big for the shared memory is decoded in this
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import subprocess
@@ -80,17 +79,12 @@ def _release(cupy, free: list, slot: int, stream, device_id: int) -> None:
 
 
 class DecodeProcess:
-    """One server process, its shared memory and its slots. ``decode`` is called from one
-    thread at a time (a decode lane's).
+    """One server process on GPU ``device_id``, its shared memory and its slots. ``decode`` is
+    called from one thread at a time (a decode lane's). ``who`` names the operator in errors.
+    A process serves one operator at a time and any decoder configuration (``configure``);
+    idle ones wait in a pool for the next pipeline (``take``, ``give_back``)."""
 
-    Args:
-        device_id: the GPU.
-        config: the server's decoder: ``load``, ``options``, ``threads``, ``output_type``
-            (see ``_decode_server.py``).
-        who: the operator, for errors.
-    """
-
-    def __init__(self, device_id: int, config: dict, who: str):
+    def __init__(self, device_id: int, who: str = "decoders.image"):
         import cupy
 
         self.cupy, self.device_id, self.who = cupy, device_id, who
@@ -98,13 +92,7 @@ class DecodeProcess:
         try:
             os.ftruncate(fd, INPUT_BYTES)
             self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    _SERVER,
-                    str(fd),
-                    json.dumps({"device_id": device_id, **config}),
-                ],
+                [sys.executable, "-m", _SERVER, str(fd), str(device_id)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 pass_fds=(fd,),
@@ -114,7 +102,8 @@ class DecodeProcess:
             raise
         self._fd = fd
         self._ready: bool | None = None  # the server's first message not read yet
-        self.failure = ""  # why the server could not start
+        self.failure = ""  # why the server could not start, or stopped answering
+        self.config: dict | None = None  # the decoder configuration sent last
         self._slots: dict = {}  # slot -> cupy Memory
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
@@ -124,22 +113,52 @@ class DecodeProcess:
             self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
             self._send(("event", cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))
 
+    def configure(self, config: dict, who: str | None = None) -> None:
+        """Decode with ``config`` from now on: ``load``, ``options``, ``threads`` and
+        ``output_type`` (see ``_decode_server.py``); the server keeps a decoder per
+        configuration."""
+        self.who = who or self.who
+        if config != self.config:
+            self.config = dict(config)
+            self._send(("config", self.config))
+            self._flush()  # the server makes the decoder while this process goes on
+
     def _send(self, msg) -> None:
         pickle.dump(msg, self._proc.stdin, protocol=5)
+
+    def _flush(self) -> None:
+        try:
+            self._proc.stdin.flush()
+        except OSError:  # gone: the next reply says so
+            pass
 
     def _recv(self):
         try:
             self._proc.stdin.flush()
             reply = pickle.load(self._proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):
+            self.failure = f"exited unexpectedly (exit code {self._proc.poll()})"
             raise PipelineError(
-                f"{self.who}: the decode process exited unexpectedly "
-                f"(exit code {self._proc.poll()}); see its message above, if any"
+                f"{self.who}: the decode process {self.failure}; see its message above, if any"
             ) from None
         self._dropped.clear()  # the server has handled every request sent before
         if reply[0] == "error":
+            self.failure = reply[1]
             raise PipelineError(f"{self.who}: the decode process failed: {reply[1]}")
         return reply
+
+    def trim(self) -> None:
+        """Free the slots no batch holds (an idle process keeps only its context and
+        decoders), and forget the batch sizes seen."""
+        self._largest = 0
+        while self._free:
+            slot, event = self._free.pop()
+            if event is not None:
+                event.synchronize()
+            self._drop(slot)
+        if self._dropped:
+            self._send(("ping",))
+            self._recv()
 
     def ready(self) -> bool:
         """Whether the server started (waits for it the first time); else ``failure`` says
@@ -229,3 +248,43 @@ class DecodeProcess:
         """End the server. Batches already handed out stay valid: each holds its slot's
         memory."""
         self._stop()
+
+
+IDLE_PROCESSES = 4  # idle decode processes kept per GPU for the next pipeline
+_IDLE: dict[int, list] = {}  # device -> idle processes, the most recently used last
+
+
+def take(device_id: int) -> DecodeProcess:
+    """An idle process on GPU ``device_id``, or a new one."""
+    try:
+        return _IDLE.setdefault(device_id, []).pop()  # atomic: two lanes never get the same
+    except IndexError:
+        return DecodeProcess(device_id)
+
+
+def prestart(device_id: int, n: int, config: dict) -> None:
+    """Have ``n`` idle processes on GPU ``device_id``, starting any missing ones now, with
+    ``config`` (a process takes a second or two to start and make its decoder)."""
+    idle = _IDLE.setdefault(device_id, [])
+    for _ in range(n - len(idle)):
+        proc = DecodeProcess(device_id)
+        proc.configure(config)
+        idle.insert(0, proc)
+
+
+def give_back(procs: list) -> None:
+    """Return an operator's processes to the pool (``procs`` is emptied); those that failed
+    are stopped, and so are the oldest idle ones beyond ``IDLE_PROCESSES`` per GPU."""
+    while procs:
+        proc = procs.pop()
+        try:
+            if proc.failure or not proc.ready():
+                raise PipelineError(proc.failure)
+            proc.trim()
+        except PipelineError:
+            proc.close()
+            continue
+        idle = _IDLE.setdefault(proc.device_id, [])
+        idle.append(proc)
+        while len(idle) > IDLE_PROCESSES:
+            idle.pop(0).close()

@@ -1,12 +1,15 @@
 """The decode process behind the mixed decoder: nvImageCodec decoding in a process of its own.
 
 Started by ``_decode_process.DecodeProcess`` as ``python -m dlpipe.decoders._decode_server FD
-CONFIG``. ``FD`` is a memfd that both processes map, into which the pipeline's process writes
-a batch's encoded samples one after another; ``CONFIG`` is JSON: ``device_id``, ``load`` (the
-hardware engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALIImageType``
-name). Messages are pickles, requests on stdin and replies on stdout:
+DEVICE``. ``FD`` is a memfd that both processes map, into which the pipeline's process writes
+a batch's encoded samples one after another; ``DEVICE`` is the GPU. Messages are pickles,
+requests on stdin and replies on stdout:
 
-* first, unasked: ``("ready",)``, or ``("error", message)`` when the decoder cannot be made;
+* first, unasked: ``("ready",)``, or ``("error", message)`` when CUDA cannot be set up;
+* ``("config", config)``: decode with this configuration from now on: ``load`` (the hardware
+  engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALIImageType`` name).
+  A decoder is made per configuration and kept (no reply);
+* ``("ping",)``: reply ``("pong",)``, once every request before it is done;
 * ``("event", handle)``: the pipeline process's interprocess CUDA event, recorded after each
   batch's copies (no reply);
 * ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
@@ -57,43 +60,56 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 class Server:
-    def __init__(self, fd: int, config: dict):
+    def __init__(self, fd: int, device_id: int):
         import cupy
+
+        self.cupy = cupy
+        self.rt = cupy.cuda.runtime
+        self.device_id = device_id
+        cupy.cuda.Device(device_id).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.memory = mmap.mmap(fd, os.fstat(fd).st_size)
+        self.slots: dict[int, tuple[int, int]] = {}  # slot -> (device address, bytes)
+        self.decoders: dict[str, tuple] = {}  # configuration -> (decoder, params, spare)
+        self.decoder = self.params = None
+        self.spare: list = []  # the last batch's images, decoded into again
+        self.pending: tuple | None = None  # images waiting for a larger slot
+        self.event = 0  # the pipeline process's event (0: none, synchronise instead)
+
+    def configure(self, config: dict) -> None:
         from nvidia import nvimgcodec as nvi
 
         from ..types import DALIImageType
         from ._nvimgcodec import decode_params, new_decoder
 
-        self.cupy, self.nvi = cupy, nvi
-        self.rt = cupy.cuda.runtime
-        self.device = cupy.cuda.Device(int(config["device_id"]))
-        self.device.use()
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.decoder = new_decoder(
-            nvi,
-            int(config["device_id"]),
-            float(config["load"]),
-            config["options"],
-            int(config["threads"]),
-        )
-        self.params = decode_params(nvi, DALIImageType[config["output_type"]])
-        self.memory = mmap.mmap(fd, os.fstat(fd).st_size)
-        self.slots: dict[int, tuple[int, int]] = {}  # slot -> (device address, bytes)
-        self.spare: list = []  # the last batch's images, decoded into again
-        self.pending: tuple | None = None  # images waiting for a larger slot
-        self.event = 0  # the pipeline process's event (0: none, synchronise instead)
+        key = json.dumps(config, sort_keys=True)
+        if key not in self.decoders:
+            decoder = new_decoder(
+                nvi,
+                self.device_id,
+                float(config["load"]),
+                config["options"],
+                int(config["threads"]),
+            )
+            params = decode_params(nvi, DALIImageType[config["output_type"]])
+            self.decoders[key] = (decoder, params, [])
+        self.decoder, self.params, self.spare = self.decoders[key]
 
     def decode(self, sizes: list[int]) -> tuple:
+        from nvidia import nvimgcodec as nvi
+
         from ._nvimgcodec import decode_blobs
 
+        if self.decoder is None:
+            raise RuntimeError("no decoder configuration was sent")
         ends = np.cumsum(sizes)
         data = np.frombuffer(self.memory, np.uint8, count=int(ends[-1]) if len(sizes) else 0)
         blobs = np.split(data, ends[:-1])
         k = len(blobs)
         images = None
         if len(self.spare) >= k:
-            images, self.spare = self.spare[:k], self.spare[k:]
-        return decode_blobs(self.nvi, self.decoder, blobs, self.params, self.stream.ptr, images)
+            images = [self.spare.pop() for _ in range(k)]
+        return decode_blobs(nvi, self.decoder, blobs, self.params, self.stream.ptr, images)
 
     def copy(self, slot: int, images: list) -> tuple:
         offsets, shapes, total = layout(images)
@@ -120,11 +136,16 @@ class Server:
         else:
             self.stream.synchronize()
         self.pending = None
-        self.spare = [img for img in images if img is not None]
+        self.spare[:] = [img for img in images if img is not None]  # this decoder's list
         return ("ok", offsets, shapes, total)
 
     def handle(self, req: tuple) -> tuple | None:
         kind = req[0]
+        if kind == "config":
+            self.configure(req[1])
+            return None
+        if kind == "ping":
+            return ("pong",)
         if kind == "event":
             self.event = self.rt.ipcOpenEventHandle(req[1])
             return None
@@ -142,7 +163,7 @@ class Server:
         return ("error", f"unknown request {kind!r}")
 
 
-def serve(fd: int, config: dict) -> None:
+def serve(fd: int, device_id: int) -> None:
     # Replies get a descriptor of their own: the libraries print (nvImageCodec's warnings go
     # to standard output), so standard output goes to standard error from here on.
     replies = os.fdopen(os.dup(1), "wb")
@@ -155,7 +176,7 @@ def serve(fd: int, config: dict) -> None:
         replies.flush()
 
     try:
-        server = Server(fd, config)
+        server = Server(fd, device_id)
     except Exception as e:
         send(("error", f"{type(e).__name__}: {e}"))
         return
@@ -174,4 +195,4 @@ def serve(fd: int, config: dict) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), json.loads(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -31,7 +31,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import DecodeError, require_extra
+from ..errors import DecodeError, PipelineError, require_extra
 from ..types import DALIImageType
 from . import _decode_process
 from .image import _jpeg_has_end, decode_cpu
@@ -41,9 +41,6 @@ from .image import _jpeg_has_end, decode_cpu
 # collector, on whatever thread it runs) while other decoders are decoding, crashed the
 # process on an H100. Pipelines hand theirs back here instead, for the next pipeline.
 _IDLE: dict[tuple, list] = {}
-# Idle decode processes by (device, hardware load, options, threads, output type), kept for the
-# next pipeline as the decoders are: a process takes a second or two to start.
-_IDLE_PROCS: dict[tuple, list] = {}
 
 
 def decoder_options(hybrid_huffman_threshold) -> str:
@@ -175,40 +172,33 @@ class MixedDecoder:
         )
         self.params = decode_params(nvi, self.output_type)
         # Each decode lane decodes in a process of its own (_decode_process.py), where the
-        # platform allows; the processes this operator took go back to _IDLE_PROCS with it.
+        # platform allows; the processes go back to the pool when the pipeline closes.
         self.use_process = self.gpu_output and getattr(op, "decode_process", False)
-        self._procs: list = []
-        key = (*self._key, self.output_type.name)
-        self._idle_procs = _IDLE_PROCS.setdefault(key, [])
-        weakref.finalize(self, self._idle_procs.extend, self._procs)
-        if self.use_process:  # one per lane, starting while the pipeline warms up
-            for _ in range(int(getattr(op, "decode_lanes", 1)) - len(self._idle_procs)):
-                self._idle_procs.append(self._new_process())
-        else:
-            self._local.decoder = self._make_decoder()  # a bad configuration fails right here
-
-    def _new_process(self):
         _, load, options, threads = self._key
-        config = {
+        self._config = {
             "load": load,
             "options": options,
             "threads": threads,
             "output_type": self.output_type.name,
         }
-        return _decode_process.DecodeProcess(self.device_id, config, self.op.schema)
+        self._procs: list = []  # the processes this operator's lanes took
+        self._generation = 0  # lanes take processes anew when it changes (close())
+        weakref.finalize(self, _decode_process.give_back, self._procs)
+        if self.use_process:  # one per lane, starting while the pipeline warms up
+            lanes = int(getattr(op, "decode_lanes", 1))
+            _decode_process.prestart(self.device_id, lanes, self._config)
+        else:
+            self._local.decoder = self._make_decoder()  # a bad configuration fails right here
 
     def _process(self):
         """This thread's decode process, or None: decode in this process."""
         if not self.use_process or (self.window is not None and self.roi_decode):
             return None
-        proc = getattr(self._local, "proc", None)
-        if proc is None:
-            try:
-                proc = self._idle_procs.pop()  # atomic: two lanes never get the same one
-            except IndexError:
-                proc = self._new_process()
+        gen, proc = getattr(self._local, "proc", (None, None))
+        if gen != self._generation:  # first use, or first since close()
+            proc = _decode_process.take(self.device_id)
+            self._local.proc = (self._generation, proc)
             self._procs.append(proc)
-            self._local.proc = proc
         if not proc.ready():
             warnings.warn(
                 f"{self.op.schema}: decoding in the pipeline's process, as the decode process "
@@ -218,7 +208,18 @@ class MixedDecoder:
             )
             self.use_process = False
             return None
+        if proc.failure:  # an earlier batch's error was raised; do not talk to it again
+            raise PipelineError(
+                f"{self.op.schema}: the decode process failed earlier: {proc.failure}"
+            )
+        proc.configure(self._config, self.op.schema)
         return proc
+
+    def close(self) -> None:
+        """Give the decode processes back to the pool (the pipeline is closing: no lane is
+        decoding); a later run takes them anew."""
+        self._generation += 1
+        _decode_process.give_back(self._procs)
 
     def _make_decoder(self):
         """An idle decoder of the same configuration, or a new one."""

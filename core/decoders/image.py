@@ -233,6 +233,11 @@ class _DecoderBase(Operator):
     def run_batch(self, inputs, args, params, stream):
         return self.gpu_impl().decode_batch(inputs[0], params, stream)
 
+    def close(self) -> None:
+        """Hand the mixed decoder's processes back (``Pipeline.close``)."""
+        if self._gpu is not None:
+            self._gpu.close()
+
 
 @register(legacy=("ImageDecoder",))
 class ImageDecoder(_DecoderBase):
