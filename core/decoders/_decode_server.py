@@ -109,7 +109,10 @@ class Server:
         images = None
         if len(self.spare) >= k:
             images = [self.spare.pop() for _ in range(k)]
-        return decode_blobs(nvi, self.decoder, blobs, self.params, self.stream.ptr, images)
+        out = decode_blobs(nvi, self.decoder, blobs, self.params, self.stream.ptr, images)
+        if len(out) != len(blobs):  # the offsets would name the wrong samples
+            raise RuntimeError(f"nvImageCodec returned {len(out)} images for {len(blobs)} samples")
+        return out
 
     def copy(self, slot: int, images: list) -> tuple:
         offsets, shapes, total = layout(images)
