@@ -28,6 +28,7 @@ import weakref
 
 import numpy as np
 
+from .._helper_process import allowed, stop
 from ..errors import PipelineError
 
 INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
@@ -37,23 +38,8 @@ _SERVER = "dlpipe.decoders._decode_server"  # the server's module
 
 
 def available() -> bool:
-    """Whether this platform has what the decode process needs (memfd: Linux), and whether it
-    is allowed (``DLPIPE_DECODE_PROCESS=0`` turns it off)."""
-    return hasattr(os, "memfd_create") and os.environ.get("DLPIPE_DECODE_PROCESS", "1") != "0"
-
-
-def _stop(proc: subprocess.Popen, fd: int) -> None:
-    for pipe in (proc.stdin, proc.stdout):
-        try:
-            pipe.close()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=10)  # EOF on its stdin ends it
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    os.close(fd)
+    """Whether the decode process may run here (Linux; ``DLPIPE_DECODE_PROCESS=0`` turns it off)."""
+    return allowed("DLPIPE_DECODE_PROCESS")
 
 
 class _Lease:
@@ -108,7 +94,7 @@ class DecodeProcess:
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
         self._largest = 0  # the most bytes a batch took; new slots get a quarter more
-        self._stop = weakref.finalize(self, _stop, self._proc, fd)
+        self._stop = weakref.finalize(self, stop, self._proc, fd)
         with cupy.cuda.Device(device_id):  # recorded by the server after each batch's copies
             self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
             self._send(("event", cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))

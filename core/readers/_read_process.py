@@ -25,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from .._helper_process import allowed, stop
 from ..errors import PipelineError
 
 SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read process
@@ -33,23 +34,8 @@ _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_read_server
 
 
 def available() -> bool:
-    """Whether this platform has what the read process needs (memfd: Linux), and whether it
-    is allowed (``DLPIPE_READ_PROCESS=0`` turns it off)."""
-    return hasattr(os, "memfd_create") and os.environ.get("DLPIPE_READ_PROCESS", "1") != "0"
-
-
-def _stop(proc: subprocess.Popen, fd: int) -> None:
-    for pipe in (proc.stdin, proc.stdout):
-        try:
-            pipe.close()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=10)  # EOF on its stdin ends it
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    os.close(fd)
+    """Whether the read process may run here (Linux; ``DLPIPE_READ_PROCESS=0`` turns it off)."""
+    return allowed("DLPIPE_READ_PROCESS")
 
 
 class ReadProcess:
@@ -73,7 +59,7 @@ class ReadProcess:
             raise
         self.owner = os.getpid()  # a forked child must not talk to its parent's process
         self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
-        self._stop = weakref.finalize(self, _stop, self._proc, fd)
+        self._stop = weakref.finalize(self, stop, self._proc, fd)
 
     def read(self, paths: list[str]) -> list[np.ndarray] | OSError | None:
         """The files' bytes as writable uint8 arrays in shared memory; the ``OSError`` of the
