@@ -5,12 +5,31 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 
 def allowed(variable: str) -> bool:
     """Whether this platform has what a helper process needs (memfd: Linux), and whether the
     environment ``variable`` allows it (``0`` turns it off)."""
     return hasattr(os, "memfd_create") and os.environ.get(variable, "1") != "0"
+
+
+def start(name: str, nbytes: int, args: list[str]) -> tuple[subprocess.Popen, int]:
+    """A memfd of ``nbytes`` (address space only) and a Python process ``python *args FD``
+    sharing it, with pipes on its stdin and stdout. Returns (process, fd)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, nbytes)
+        proc = subprocess.Popen(
+            [sys.executable, *args, str(fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=(fd,),
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return proc, fd
 
 
 def stop(proc: subprocess.Popen, fd: int) -> None:

@@ -3,7 +3,7 @@
 Why a process: nvImageCodec's Python binding takes and gives up the GIL once per sample of a
 batch (it reads each header with the GIL released, then allocates the image with it held). In
 the pipeline's process each of those takes waits for the other Python threads: the CPU stage,
-the GPU stage and the other decode lane. On an H200 with 16 cores, two of nvImageCodec's own
+the GPU stage and the other decode lanes. On an H200 with 16 cores, two of nvImageCodec's own
 decode loops gave 18,399 img/s together as two threads of one process, and 25,403 as two
 processes; one loop alone gave 22,370 (BENCHMARKS.md). Here the decoder runs in
 ``_decode_server.py``, a process of its own per decode lane, and the lane's thread makes one
@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, stop
+from .._helper_process import allowed, start, stop
 from ..errors import PipelineError
 
 INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
@@ -74,18 +72,8 @@ class DecodeProcess:
         import cupy
 
         self.cupy, self.device_id, self.who = cupy, device_id, who
-        fd = os.memfd_create("dlpipe-decode", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(fd, INPUT_BYTES)
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", _SERVER, str(fd), str(device_id)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                pass_fds=(fd,),
-            )
-        except BaseException:
-            os.close(fd)
-            raise
+        self._proc, fd = start("dlpipe-decode", INPUT_BYTES, ["-m", _SERVER, str(device_id)])
+        self._stop = weakref.finalize(self, stop, self._proc, fd)
         self._fd = fd
         self._ready: bool | None = None  # the server's first message not read yet
         self.failure = ""  # why the server could not start, or stopped answering
@@ -94,7 +82,6 @@ class DecodeProcess:
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
         self._largest = 0  # the most bytes a batch took; new slots get a quarter more
-        self._stop = weakref.finalize(self, stop, self._proc, fd)
         with cupy.cuda.Device(device_id):  # recorded by the server after each batch's copies
             self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
             self._send(("event", cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))

@@ -1,7 +1,7 @@
 """The decode process behind the mixed decoder: nvImageCodec decoding in a process of its own.
 
-Started by ``_decode_process.DecodeProcess`` as ``python -m dlpipe.decoders._decode_server FD
-DEVICE``. ``FD`` is a memfd that both processes map, into which the pipeline's process writes
+Started by ``_decode_process.DecodeProcess`` as ``python -m dlpipe.decoders._decode_server
+DEVICE FD``. ``FD`` is a memfd that both processes map, into which the pipeline's process writes
 a batch's encoded samples one after another; ``DEVICE`` is the GPU. Messages are pickles,
 requests on stdin and replies on stdout:
 
@@ -198,4 +198,4 @@ def serve(fd: int, device_id: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[2]), int(sys.argv[1]))

@@ -20,7 +20,9 @@ each of which gives up and takes back the GIL.
 Decoded pixels stay in the images nvImageCodec allocated on the calling lane's stream; the
 batch's arrays keep them alive, and they are released in stream order once nothing refers to
 them. ``decode_batch`` may run in several GPU-stage lanes at once (``executor_gpu.py``): each
-thread gets its own nvImageCodec decoder, so two batches are decoded side by side.
+thread gets its own nvImageCodec decoder, so batches are decoded side by side. On Linux each
+lane decodes in a process of its own instead (``_decode_process.py``), and the images arrive
+in a device buffer shared with that process.
 """
 
 from __future__ import annotations

@@ -19,13 +19,11 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
-import subprocess
-import sys
 import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, stop
+from .._helper_process import allowed, start, stop
 from ..errors import PipelineError
 
 SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read process
@@ -44,22 +42,11 @@ class ReadProcess:
 
     def __init__(self, who: str):
         self.who = who
-        fd = os.memfd_create("dlpipe-read", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(fd, SLOT_BYTES * SLOTS)
-            self._memory = mmap.mmap(fd, SLOT_BYTES * SLOTS)
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", _SERVER, str(fd)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                pass_fds=(fd,),
-            )
-        except BaseException:
-            os.close(fd)
-            raise
+        self._proc, fd = start("dlpipe-read", SLOT_BYTES * SLOTS, ["-I", "-S", _SERVER])
+        self._stop = weakref.finalize(self, stop, self._proc, fd)
+        self._memory = mmap.mmap(fd, SLOT_BYTES * SLOTS)
         self.owner = os.getpid()  # a forked child must not talk to its parent's process
         self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
-        self._stop = weakref.finalize(self, stop, self._proc, fd)
 
     def read(self, paths: list[str]) -> list[np.ndarray] | OSError | None:
         """The files' bytes as writable uint8 arrays in shared memory; the ``OSError`` of the
