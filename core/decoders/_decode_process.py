@@ -254,7 +254,7 @@ def give_back(procs: list) -> None:
             if proc.failure or not proc.ready():
                 raise PipelineError(proc.failure)
             proc.trim()
-        except PipelineError:
+        except Exception:  # failed, or CUDA going away at interpreter exit
             proc.close()
             continue
         idle = _IDLE.setdefault(proc.device_id, [])
