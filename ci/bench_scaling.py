@@ -60,9 +60,23 @@ def worker(kind, root, batch, threads, gpu, shards, iters, warmup, barrier, queu
     pipe.close()
 
 
-def run(kind, root, batch, gpus, iters, warmup, threads, kw, slices=0) -> float:
-    """img/s of ``gpus`` processes; with ``slices``, process g is pinned to core slice g."""
+def _spin(core: int) -> None:
+    os.sched_setaffinity(0, [core])
+    while True:
+        pass
+
+
+def run(kind, root, batch, gpus, iters, warmup, threads, kw, slices=0, busy=False) -> float:
+    """img/s of ``gpus`` processes; with ``slices``, process g is pinned to core slice g; with
+    ``busy``, a spinning process occupies every core of the slices no GPU process uses."""
     ctx = mp.get_context("spawn")
+    spinners = [
+        ctx.Process(target=_spin, args=(c,), daemon=True)
+        for g in range(gpus, slices if busy else 0)
+        for c in core_slice(g, slices)
+    ]
+    for p in spinners:
+        p.start()
     barrier, queue = ctx.Barrier(gpus), ctx.Queue()
     procs = [
         ctx.Process(
@@ -76,6 +90,9 @@ def run(kind, root, batch, gpus, iters, warmup, threads, kw, slices=0) -> float:
         p.start()
     results = [queue.get() for _ in procs]
     for p in procs:
+        p.join()
+    for p in spinners:
+        p.terminate()
         p.join()
     images = sum(r[1] for r in results)
     window = max(r[3] for r in results) - min(r[2] for r in results)
@@ -92,6 +109,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--max-streams", type=int, default=-1, help="Pipeline(max_streams=)")
     ap.add_argument("--no-pin", action="store_true", help="no CPU affinity per process")
+    ap.add_argument(
+        "--busy",
+        action="store_true",
+        help="also time 1 GPU with the other GPUs' cores kept busy by spinning processes "
+        "(do the processes contend for the host, not for the cores they were given?)",
+    )
     args = ap.parse_args()
     kw = {"max_streams": args.max_streams}
     import cupy
@@ -104,6 +127,20 @@ def main() -> None:
     pin = "unpinned" if args.no_pin else f"pinned to 1/{n} of the cores"
     what = f"{args.pipeline}, max_streams={args.max_streams}, {pin}"
     print(f"{what}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
+    if args.busy and slices > 1:
+        busy = run(
+            args.pipeline,
+            args.data,
+            args.batch,
+            1,
+            args.iters,
+            args.warmup,
+            threads,
+            kw,
+            slices,
+            True,
+        )
+        print(f"{what}, 1 GPU, the other cores spinning: {busy:,.0f} img/s", flush=True)
     if n > 1:
         many = run(
             args.pipeline, args.data, args.batch, n, args.iters, args.warmup, threads, kw, slices
