@@ -79,6 +79,7 @@ class DecodeProcess:
         self.failure = ""  # why the server could not start, or stopped answering
         self.config: dict | None = None  # the decoder configuration sent last
         self._slots: dict = {}  # slot -> cupy Memory
+        self._next_slot = 0
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
         self._largest = 0  # the most bytes a batch took; new slots get a quarter more
@@ -171,7 +172,8 @@ class DecodeProcess:
         with self.cupy.cuda.Device(self.device_id):
             memory = self.cupy.cuda.memory.Memory(nbytes)
             handle = self.cupy.cuda.runtime.ipcGetMemHandle(memory.ptr)
-        slot = max(self._slots, default=-1) + 1
+        slot = self._next_slot  # never reused: a slot id names one buffer for good
+        self._next_slot += 1
         self._slots[slot] = memory
         self._send(("open", slot, handle, nbytes))
         return slot

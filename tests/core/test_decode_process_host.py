@@ -1,0 +1,158 @@
+"""The decode server's packing of a batch's images into one device buffer (pure host logic,
+so it runs in CI; the server itself is tested on the GPU in tests/gpu/test_decode_process.py)."""
+
+from __future__ import annotations
+
+from dlpipe.decoders import _decode_process
+from dlpipe.decoders._decode_server import ALIGN, layout
+
+
+class _Image:
+    def __init__(self, *shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "data": (0, False)}
+
+
+def test_images_are_packed_in_order_aligned_and_failures_marked():
+    images = [_Image(3, 5, 3), None, _Image(100, 200, 3), _Image(7, 9, 1), _Image(4, 4)]
+    offsets, shapes, total = layout(images)
+    sizes = [45, 0, 60000, 63, 16]
+    want, pos = [], 0
+    for img, size in zip(images, sizes, strict=True):
+        want.append(-1 if img is None else pos)
+        if img is not None:
+            pos += -(-size // ALIGN) * ALIGN
+    assert offsets.tolist() == want == [0, -1, 256, 60416, 60672]
+    assert shapes.tolist() == [[3, 5, 3], [0, 0, 0], [100, 200, 3], [7, 9, 1], [4, 4, 1]]
+    assert total == pos == 60928
+    assert all(o % ALIGN == 0 for o in offsets if o >= 0)
+
+
+def test_decode_process_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
+    assert not _decode_process.available()
+    monkeypatch.delenv("DLPIPE_DECODE_PROCESS")
+    assert _decode_process.available() == hasattr(__import__("os"), "memfd_create")
+
+
+class _Event:
+    def __init__(self, done: bool):
+        self.done, self.waited = done, False
+
+    def synchronize(self):
+        self.waited, self.done = True, True
+
+
+class _Memory:
+    count = 0
+
+    def __init__(self, size: int):
+        _Memory.count += 1
+        self.size, self.ptr = size, _Memory.count << 32
+
+
+class _Cupy:
+    """The few CuPy calls the slot bookkeeping makes."""
+
+    class cuda:  # noqa: N801
+        class memory:  # noqa: N801
+            Memory = _Memory
+
+        class runtime:  # noqa: N801
+            ipcGetMemHandle = staticmethod(lambda ptr: b"handle-%d" % ptr)  # noqa: N815
+
+        class Device:
+            def __init__(self, device_id):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+
+def _client():
+    """A DecodeProcess without its server: what it would send is recorded."""
+    proc = _decode_process.DecodeProcess.__new__(_decode_process.DecodeProcess)
+    proc.cupy, proc.device_id, proc.who = _Cupy, 0, "decoders.image"
+    proc._slots, proc._free, proc._dropped, proc._largest, proc._next_slot = {}, [], [], 0, 0
+    proc.sent = []
+    proc._send = proc.sent.append
+    proc._recv = lambda: proc._dropped.clear() or ("pong",)
+    return proc
+
+
+def test_a_slot_whose_gpu_work_is_pending_is_not_handed_out_while_others_can_be_made():
+    proc = _client()
+    first = proc._slot(1000)
+    assert proc.sent == [("open", first, b"handle-%d" % proc._slots[first].ptr, 1000)]
+    pending = _Event(done=False)
+    proc._free.append((first, pending))
+    # fewer than SPARE_SLOTS free slots are still being read: a new slot, no waiting
+    second = proc._slot(1000)
+    assert second != first and not pending.waited
+    proc._free.append((second, _Event(done=False)))
+    assert len(proc._free) == _decode_process.SPARE_SLOTS
+    # now as many wait as may: the oldest is taken once its work has passed
+    assert proc._slot(1000) == first and pending.waited
+    assert len(proc._slots) == 2
+
+
+def test_a_slot_whose_work_has_passed_is_taken_before_older_pending_ones():
+    proc = _client()
+    a, b = proc._slot(10), proc._slot(10)
+    proc._free += [(a, _Event(done=False)), (b, _Event(done=True))]
+    assert proc._slot(10) == b
+    assert [s for s, _ in proc._free] == [a]
+
+
+def test_slots_smaller_than_the_largest_batch_are_dropped_and_new_ones_have_room():
+    proc = _client()
+    small = proc._slot(100)
+    proc._free.append((small, _Event(done=True)))
+    proc._largest = 400
+    big = proc._slot(100)
+    assert small not in proc._slots and big in proc._slots
+    assert ("drop", small) in proc.sent
+    assert proc._slots[big].size == 500  # the largest batch, and a quarter
+    assert len(proc._dropped) == 1  # kept until the server has closed its mapping
+
+
+def test_trim_frees_every_free_slot_once_the_server_has_closed_them():
+    proc = _client()
+    slots = [proc._slot(64) for _ in range(3)]
+    proc._largest = 64
+    proc._free += [(slots[0], _Event(done=False)), (slots[1], None)]
+    proc.trim()
+    assert set(proc._slots) == {slots[2]}  # the one a batch still holds stays
+    assert proc.sent[-1] == ("ping",) and not proc._dropped and proc._largest == 0
+
+
+class _Proc:
+    def __init__(self, name, failure="", started=True):
+        self.name, self.failure, self.started, self.device_id = name, failure, started, 0
+        self.closed = self.trimmed = False
+
+    def ready(self):
+        return self.started
+
+    def trim(self):
+        self.trimmed = True
+
+    def close(self):
+        self.closed = True
+
+
+def test_give_back_keeps_healthy_processes_up_to_the_limit_and_stops_the_rest(monkeypatch):
+    monkeypatch.setattr(_decode_process, "_IDLE", {0: [_Proc("old")]})
+    monkeypatch.setattr(_decode_process, "IDLE_PROCESSES", 3)
+    procs = [_Proc("a"), _Proc("dead", failure="exited"), _Proc("b"), _Proc("c", started=False)]
+    mine = list(procs)
+    _decode_process.give_back(mine)
+    assert mine == []  # the operator holds none any more
+    idle = _decode_process._IDLE[0]
+    assert [p.name for p in idle] == ["old", "b", "a"] and all(p.trimmed for p in idle[1:])
+    assert procs[1].closed and procs[3].closed and not any(p.closed for p in idle)
+    _decode_process.give_back([_Proc("d")])  # one too many: the oldest idle one stops
+    assert [p.name for p in idle] == ["b", "a", "d"]
+    assert _decode_process.take(0).name == "d"  # the most recently used first
