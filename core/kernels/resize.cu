@@ -46,63 +46,31 @@ __device__ __forceinline__ float tab_w(const float *__restrict__ tab, int n, flo
   return a + frac * (b - a);
 }
 
-// A filter's normalised weights at one output coordinate: table lookups summed, then each one
-// divided by the sum (DALI's order); nearest is one tap of weight 1.
-__device__ __forceinline__ float axis_norm(int kind, const float *__restrict__ tab, int n,
-                                           float f0, int taps, float tscale) {
-  if (!kind) return 1.f;
-  float sum = 0.f;
-  for (int k = 0; k < taps; k++) sum += tab_w(tab, n, f0, k, tscale);
-  return sum != 0.f ? 1.f / sum : 0.f;
-}
-
-__device__ __forceinline__ float axis_w(int kind, const float *__restrict__ tab, int n, float f0,
-                                        int k, float tscale, float inv) {
-  return kind ? tab_w(tab, n, f0, k, tscale) * inv : 1.f;
-}
-
-// Weights of up to MAXT taps per axis are computed once per block: every output pixel of a
-// column shares its x weights, every pixel of a row its y weights (blocks are at most
-// MAXBX x MAXBY threads, see kernels.grid_for). Wider filters compute them per pixel.
-#define MAXT 16
-#define MAXBX 256
-#define MAXBY 8
-
 template <typename Tin, typename Tout>
 __global__ void resize_filter(const ResizeDesc *__restrict__ descs, const float *__restrict__ tables,
                               int C) {
   __shared__ ResizeDesc d;  // one load per block (see slice.cu)
-  __shared__ float wxs[MAXT * MAXBX], wys[MAXT * MAXBY];  // [tap][column or row]
   if (threadIdx.x == 0 && threadIdx.y == 0) d = descs[blockIdx.z];
   __syncthreads();
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= d.out_w || y >= d.out_h) return;
   int oy = d.flip_y ? (int)d.out_h - 1 - y : y;  // flipped axes: the unflipped output, mirrored
   int ox = d.flip_x ? (int)d.out_w - 1 - x : x;
   int ky = (int)d.kind_y, kx = (int)d.kind_x;
   int ny = ky ? (int)d.taps_y : 1, nx = kx ? (int)d.taps_x : 1;
+  int fy, fx;
+  float f0y, f0x;
+  axis_setup(ky, (float)d.lo_y, (float)d.scale_y, (float)d.anchor_y, oy, fy, f0y);
+  axis_setup(kx, (float)d.lo_x, (float)d.scale_x, (float)d.anchor_x, ox, fx, f0x);
   const float *tab_y = tables + d.tab_y, *tab_x = tables + d.tab_x;
   int tny = (int)d.tab_n_y, tnx = (int)d.tab_n_x;
   float tsy = (float)d.tscale_y, tsx = (float)d.tscale_x;
-  bool cache_y = ny <= MAXT, cache_x = nx <= MAXT;
-  int fy, fx;
-  float f0y, f0x, iy_n = 1.f, ix_n = 1.f;
-  axis_setup(ky, (float)d.lo_y, (float)d.scale_y, (float)d.anchor_y, oy, fy, f0y);
-  axis_setup(kx, (float)d.lo_x, (float)d.scale_x, (float)d.anchor_x, ox, fx, f0x);
-  if (cache_x && threadIdx.y == 0 && x < d.out_w) {
-    float inv = axis_norm(kx, tab_x, tnx, f0x, nx, tsx);
-    for (int b = 0; b < nx; b++)
-      wxs[b * MAXBX + threadIdx.x] = axis_w(kx, tab_x, tnx, f0x, b, tsx, inv);
-  }
-  if (cache_y && threadIdx.x == 0 && y < d.out_h) {
-    float inv = axis_norm(ky, tab_y, tny, f0y, ny, tsy);
-    for (int a = 0; a < ny; a++)
-      wys[a * MAXBY + threadIdx.y] = axis_w(ky, tab_y, tny, f0y, a, tsy, inv);
-  }
-  __syncthreads();
-  if (x >= d.out_w || y >= d.out_h) return;
-  if (!cache_y) iy_n = axis_norm(ky, tab_y, tny, f0y, ny, tsy);
-  if (!cache_x) ix_n = axis_norm(kx, tab_x, tnx, f0x, nx, tsx);
+  float sum_y = 0.f, sum_x = 0.f;
+  if (ky) for (int a = 0; a < ny; a++) sum_y += tab_w(tab_y, tny, f0y, a, tsy);
+  if (kx) for (int b = 0; b < nx; b++) sum_x += tab_w(tab_x, tnx, f0x, b, tsx);
+  float iy_n = ky ? (sum_y != 0.f ? 1.f / sum_y : 0.f) : 1.f;
+  float ix_n = kx ? (sum_x != 0.f ? 1.f / sum_x : 0.f) : 1.f;
   int H = (int)d.in_h, W = (int)d.in_w;
   const Tin *in = reinterpret_cast<const Tin *>(d.in_ptr);
   Tout *out = reinterpret_cast<Tout *>(d.out_ptr) + ((long long)y * d.out_w + x) * C;
@@ -110,14 +78,14 @@ __global__ void resize_filter(const ResizeDesc *__restrict__ descs, const float 
     int nc = min(MAXC, C - c0);
     float acc[MAXC] = {0.f, 0.f, 0.f, 0.f};
     for (int a = 0; a < ny; a++) {
-      float wy = cache_y ? wys[a * MAXBY + threadIdx.y] : axis_w(ky, tab_y, tny, f0y, a, tsy, iy_n);
+      float wy = ky ? tab_w(tab_y, tny, f0y, a, tsy) * iy_n : 1.f;
       if (wy == 0.f) continue;
       int iy = fy + a;
       iy = iy < 0 ? 0 : (iy >= H ? H - 1 : iy);
       float row[MAXC] = {0.f, 0.f, 0.f, 0.f};
       const Tin *p = in + iy * d.in_sy + c0;
       for (int b = 0; b < nx; b++) {
-        float wx = cache_x ? wxs[b * MAXBX + threadIdx.x] : axis_w(kx, tab_x, tnx, f0x, b, tsx, ix_n);
+        float wx = kx ? tab_w(tab_x, tnx, f0x, b, tsx) * ix_n : 1.f;
         int ix = fx + b;
         ix = ix < 0 ? 0 : (ix >= W ? W - 1 : ix);
         const Tin *q = p + ix * d.in_sx;
