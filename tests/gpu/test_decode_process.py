@@ -68,7 +68,7 @@ def test_same_pixels_as_decoding_in_the_pipelines_process(root, monkeypatch, out
 
 def test_held_batches_are_not_overwritten(root, monkeypatch):
     """Every batch of two epochs, held until the end, against the same batches copied to the
-    host as they came out of a pipeline decoding in its own process."""
+    host as they came out of a pipeline that decodes without decode processes."""
     pipe = _decode_pipe(root, 3)
     held = [pipe.run()[0] for _ in range(11)]
     monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
