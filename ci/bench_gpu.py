@@ -23,7 +23,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from dlpipe import Pipeline, fn
 from dlpipe.cli import build_bench_pipeline
 from dlpipe.synthetic import make_dataset
 
@@ -225,9 +224,9 @@ def main() -> None:
     ap.add_argument("--only", default="a,b,c,d")
     ap.add_argument(
         "--profile",
-        choices=("stages", "decode", "ceiling"),
-        help="time the stages of a few pipelines, nvImageCodec under contention, or "
-        "nvImageCodec's own loop by backend share, in 2 threads and in 2 processes",
+        choices=("ceiling",),
+        help="nvImageCodec's own loop by hardware share, in 2 threads and in 2 processes, "
+        "then (a) and (b) at each hw_decoder_load",
     )
     ap.add_argument(
         "--json",
@@ -250,10 +249,6 @@ def main() -> None:
     files = list_files(args.data)
     print(f"dataset {args.data}: {len(files)} JPEGs ({time.perf_counter() - t0:.0f} s)", flush=True)
     b, th, it = args.batch, args.threads, args.iters
-    if args.profile == "stages":
-        return profile(args.data, files, b, it)
-    if args.profile == "decode":
-        return profile_decode(files, b)
     if args.profile == "ceiling":
         return profile_ceiling(args.data, files, b, th, it)
     only = set(args.only.split(","))
@@ -360,157 +355,6 @@ def measure_once(args, only: set, files: list[str], add) -> None:
         )
 
 
-def profile(root: str, files: list[str], batch: int, iters: int) -> None:
-    """Where a batch's time goes: CPU stage, GPU stage and decode, for a few configurations;
-    then nvImageCodec alone with a Python thread spinning (GIL hand-offs)."""
-    import sys
-    import threading
-    from collections import defaultdict
-
-    from dlpipe.decoders import _nvimgcodec
-    from dlpipe.executor import Executor
-    from dlpipe.executor_gpu import GpuStage
-
-    acc: dict = defaultdict(float)
-
-    def timed(cls, name, key):
-        orig = getattr(cls, name)
-
-        def wrapper(*a, **k):
-            t = time.perf_counter()
-            try:
-                return orig(*a, **k)
-            finally:
-                acc[key] += time.perf_counter() - t
-
-        setattr(cls, name, wrapper)
-
-    timed(Executor, "_run_cpu", "cpu stage")
-    timed(GpuStage, "__call__", "gpu stage")
-    timed(_nvimgcodec.MixedDecoder, "decode_batch", "decode_batch")
-    timed(_nvimgcodec.MixedDecoder, "_decode", "nvimgcodec")
-    orig_init = _nvimgcodec.MixedDecoder.__init__
-    roi = [False]
-
-    def init(self, op):
-        orig_init(self, op)
-        self.roi_decode = roi[0]
-
-    _nvimgcodec.MixedDecoder.__init__ = init
-    configs = [
-        (16, "reader", 0.005, False),
-        (16, "decode", 0.005, False),
-        (16, "decode", 0.0005, False),
-        (4, "reader", 0.005, False),
-        (4, "decode", 0.005, False),
-        (4, "decode", 0.0005, False),
-        (16, "crop", 0.005, False),
-        (16, "crop", 0.005, True),
-        (16, "rn50", 0.005, False),
-        (4, "rn50", 0.005, False),
-        (16, "seed", 0.005, False),
-        (4, "seed", 0.005, False),
-    ]
-    for th, what, switch, use_roi in configs:
-        sys.setswitchinterval(switch)
-        roi[0] = use_roi
-        if what == "rn50":
-            pipe = rn50_pipe(root, batch, th)
-        elif what == "seed":
-            pipe = seed_pipe(root, batch, th, 640)
-        else:
-            pipe = Pipeline(batch_size=batch, num_threads=th, device_id=0, seed=0)
-            with pipe:
-                jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True)
-                if what == "decode":
-                    pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"), labels)
-                elif what == "crop":
-                    pipe.set_outputs(fn.decoders.image_random_crop(jpegs, device="mixed"), labels)
-                else:
-                    pipe.set_outputs(jpegs, labels)
-        for _ in range(5):
-            pipe.run()
-        acc.clear()
-        t = time.perf_counter()
-        for _ in range(iters):
-            outs = pipe.run()
-            ev = getattr(outs[0], "_event", None)
-            if ev is not None:
-                ev.synchronize()
-        dt = time.perf_counter() - t
-        pipe.close()
-        parts = ", ".join(f"{k} {v / iters * 1e3:.1f}" for k, v in acc.items())
-        print(
-            f"  threads={th:2d} {what:6s} switch={switch} roi={use_roi}: "
-            f"{iters * batch / dt:8,.0f} img/s; ms per batch: {dt / iters * 1e3:.1f} total, "
-            f"{parts}",
-            flush=True,
-        )
-    sys.setswitchinterval(0.005)
-    import cupy
-    from nvidia import nvimgcodec as nvi
-
-    blobs = [np.fromfile(f, np.uint8) for f in files[: batch * 4]]
-    s = cupy.cuda.Stream(non_blocking=True)
-    for name, kinds in (
-        ("HW+hybrid", ("HW_GPU_ONLY", "HYBRID_CPU_GPU")),
-        ("HW+hybrid+GPU", ("HW_GPU_ONLY", "HYBRID_CPU_GPU", "GPU_ONLY")),
-        ("HW only", ("HW_GPU_ONLY",)),
-    ):
-        dec = nvi.Decoder(
-            device_id=0,
-            backends=[
-                nvi.Backend(
-                    getattr(nvi.BackendKind, k), load_hint=0.9 if k == "HW_GPU_ONLY" else 1.0
-                )
-                for k in kinds
-            ],
-        )
-        for direct in (False, True):
-            for spin in (False, True):
-                stop = threading.Event()
-                count = [0]
-
-                def spinner(stop=stop, count=count):
-                    while not stop.is_set():
-                        count[0] += 1
-
-                if direct:
-                    try:
-                        dec.decode(blobs[:2], cuda_stream=s.ptr)
-                    except Exception as e:
-                        print(f"  raw {name}: decode(list of arrays) fails: {e}")
-                        break
-                th_ = threading.Thread(target=spinner) if spin else None
-                if th_:
-                    th_.start()
-                for k in range(3):
-                    dec.decode(
-                        blobs[k * batch : (k + 1) * batch]
-                        if direct
-                        else [nvi.CodeStream(b) for b in blobs[k * batch : (k + 1) * batch]],
-                        cuda_stream=s.ptr,
-                    )
-                s.synchronize()
-                t = time.perf_counter()
-                reps = 16
-                for k in range(reps):
-                    chunk = blobs[(k % 4) * batch : (k % 4 + 1) * batch]
-                    dec.decode(
-                        chunk if direct else [nvi.CodeStream(b) for b in chunk], cuda_stream=s.ptr
-                    )
-                    s.synchronize()
-                dt = time.perf_counter() - t
-                stop.set()
-                if th_:
-                    th_.join()
-                print(
-                    f"  raw {name:14s} direct={direct} spinning={spin}: "
-                    f"{reps * batch / dt:,.0f} img/s",
-                    flush=True,
-                )
-
-
 def _ceiling_worker(job):
     files, batch, iters, hw_load, threads, start = job
     return time_nvimgcodec(files, batch, iters, 5, hw_load, threads, start)
@@ -571,65 +415,6 @@ def profile_ceiling(root: str, files: list[str], batch: int, threads: int, iters
         a = time_pipe(seed_pipe(root, batch, threads, 640, hw_decoder_load=hw), batch, iters, 10)
         b = time_pipe(rn50_pipe(root, batch, threads, hw_decoder_load=hw), batch, iters, 10)
         print(f"  hw_decoder_load={hw}: (a) {a:,.0f} img/s, (b) {b:,.0f} img/s", flush=True)
-
-
-def profile_decode(files: list[str], batch: int) -> None:
-    """nvImageCodec's decode while 16 Python threads read files (as the CPU stage does):
-    CodeStreams made beforehand, decoded into fresh images or into reused ones."""
-    import threading
-
-    import cupy
-    from nvidia import nvimgcodec as nvi
-
-    blobs = [np.fromfile(f, np.uint8) for f in files[: batch * 4]]
-    dec = nvi.Decoder(
-        device_id=0,
-        backends=[
-            nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=0.9),
-            nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
-        ],
-    )
-    s = cupy.cuda.Stream(non_blocking=True)
-    css = [[nvi.CodeStream(b) for b in blobs[k * batch : (k + 1) * batch]] for k in range(4)]
-    prev = [dec.decode(c, cuda_stream=s.ptr) for c in css]
-    s.synchronize()
-    for readers in (0, 4, 16):
-        stop = threading.Event()
-
-        def read_loop(stop=stop):
-            i = 0
-            while not stop.is_set():
-                with open(files[i % len(files)], "rb") as f:
-                    f.read()
-                i += 1
-
-        ts = [threading.Thread(target=read_loop) for _ in range(readers)]
-        for t in ts:
-            t.start()
-        for mode in ("codestreams made", "fresh images", "reused images"):
-            reps = 12
-            t0 = time.perf_counter()
-            for k in range(reps):
-                if mode == "codestreams made":
-                    [nvi.CodeStream(b) for b in blobs[(k % 4) * batch : (k % 4 + 1) * batch]]
-                    continue
-                kw = {"images": prev[k % 4]} if mode == "reused images" else {}
-                try:
-                    out = dec.decode(css[k % 4], cuda_stream=s.ptr, **kw)
-                except Exception as e:
-                    print(f"  {mode}: {e}")
-                    break
-                s.synchronize()
-                if mode == "reused images":
-                    prev[k % 4] = out
-            dt = time.perf_counter() - t0
-            print(
-                f"  {readers:2d} reader threads, {mode:16s}: {dt / reps * 1e3:6.1f} ms/batch",
-                flush=True,
-            )
-        stop.set()
-        for t in ts:
-            t.join()
 
 
 if __name__ == "__main__":

@@ -602,13 +602,8 @@ class Pipeline:
         """Stop the executor's threads. The pipeline cannot run afterwards."""
         if self._executor is not None:
             self._executor.close()
-        for node in self._sources.values():
+        for node in self._ops:  # worker pools, read processes, files, decode processes
             node.op.close()
-        for op in self._readers.values():
-            op.close()
-        for node in self._ops or ():
-            if node.device == "mixed":  # decoders hand their decode processes back
-                node.op.close()
 
     def __del__(self):
         try:

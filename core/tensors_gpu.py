@@ -239,7 +239,6 @@ class TensorGPU:
         return self._array
 
     def as_cpu(self):
-
         return TensorCPU(cupy.asnumpy(self.as_cupy()), self._layout, self._source_info)
 
     @property

@@ -188,21 +188,22 @@ class DecodeProcess:
         shapes)``: an object the samples must keep alive, device addresses (0 where a sample
         did not decode: decode it on the CPU) and (N, 3) HWC shapes, contiguous; or None when
         the batch is too big for the shared memory. ``stream``: the lane's CUDA stream."""
-        total = sum(int(s.nbytes) for s in samples)
+        bufs = [np.ascontiguousarray(s) for s in samples]
+        sizes = [b.nbytes for b in bufs]
+        total = sum(sizes)
         if total > INPUT_BYTES:
             return None
-        bufs = [np.ascontiguousarray(s) for s in samples]
         pos = 0
         for k in range(0, len(bufs), _IOV_MAX):
-            chunk = bufs[k : k + _IOV_MAX]
-            want = sum(b.nbytes for b in chunk)
-            done = os.pwritev(self._fd, chunk, pos)
-            if done != want:  # a short write (not seen on a memfd): the rest one by one
-                os.pwrite(self._fd, b"".join(bytes(b) for b in chunk)[done:], pos + done)
+            want = sum(sizes[k : k + _IOV_MAX])
+            done = os.pwritev(self._fd, bufs[k : k + _IOV_MAX], pos)
+            if done != want:  # a short write (not seen on a memfd): the rest in one piece
+                rest = b"".join(bytes(b) for b in bufs[k : k + _IOV_MAX])[done:]
+                os.pwrite(self._fd, rest, pos + done)
             pos += want
         # a first guess: JPEGs take about a tenth of their pixels' bytes
         slot = self._slot(self._largest or max(1 << 20, 12 * total))
-        self._send(("decode", slot, [b.nbytes for b in bufs]))
+        self._send(("decode", slot, sizes))
         reply = self._recv()
         if reply[0] == "big":  # kept in the server for a larger slot
             self._largest = reply[1]

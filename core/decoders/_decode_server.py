@@ -63,7 +63,6 @@ class Server:
     def __init__(self, fd: int, device_id: int):
         import cupy
 
-        self.cupy = cupy
         self.rt = cupy.cuda.runtime
         self.device_id = device_id
         cupy.cuda.Device(device_id).use()

@@ -176,11 +176,10 @@ class MixedDecoder:
         # Each decode lane decodes in a process of its own (_decode_process.py), where the
         # platform allows; the processes go back to the pool when the pipeline closes.
         self.use_process = self.gpu_output and getattr(op, "decode_process", False)
-        _, load, options, threads = self._key
         self._config = {
             "load": load,
-            "options": options,
-            "threads": threads,
+            "options": self._options,
+            "threads": self._threads,
             "output_type": self.output_type.name,
         }
         self._procs: list = []  # the processes this operator's lanes took

@@ -156,3 +156,42 @@ def test_give_back_keeps_healthy_processes_up_to_the_limit_and_stops_the_rest(mo
     _decode_process.give_back([_Proc("d")])  # one too many: the oldest idle one stops
     assert [p.name for p in idle] == ["b", "a", "d"]
     assert _decode_process.take(0).name == "d"  # the most recently used first
+
+
+class _Stream:
+    def __init__(self):
+        self.waited = []
+
+    def wait_event(self, event):
+        self.waited.append(event)
+
+
+def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot(monkeypatch):
+    import os
+
+    import numpy as np
+
+    monkeypatch.setattr(_decode_process, "_release", lambda *a: None)
+    proc = _client()
+    proc._fd = os.memfd_create("test-decode", 0)
+    proc._event = "server-event"
+    samples = [((np.arange(n) + n) % 256).astype(np.uint8) for n in (5, 0, 300, 17)]
+    # the server's reply: samples 0, 2 and 3 decoded, sample 1 not
+    offsets = np.array([0, -1, 256, 512], np.int64)
+    shapes = np.array([[2, 2, 3], [0, 0, 0], [4, 4, 3], [1, 1, 3]], np.int64)
+    proc._recv = lambda: ("ok", offsets, shapes, 768)
+    stream = _Stream()
+    try:
+        lease, ptrs, got_shapes = proc.decode(samples, stream)
+        written = os.pread(proc._fd, 1000, 0)
+    finally:
+        os.close(proc._fd)
+    assert written == b"".join(s.tobytes() for s in samples)  # back to back, from offset 0
+    (request,) = [m for m in proc.sent if m[0] == "decode"]
+    slot = request[1]
+    assert request == ("decode", slot, [5, 0, 300, 17])
+    base = proc._slots[slot].ptr
+    assert ptrs.dtype == np.uint64 and ptrs.tolist() == [base, 0, base + 256, base + 512]
+    assert got_shapes is shapes and lease.memory is proc._slots[slot]
+    assert stream.waited == ["server-event"]  # the lane waits for the server's copies
+    assert proc._largest == 768
