@@ -235,6 +235,9 @@ def main() -> None:
     ap.add_argument("--stats", action="store_true", help="print host time per operator/stage")
     ap.add_argument("--repeat", type=int, default=3, help="runs per line (median reported)")
     ap.add_argument(
+        "--no-variants", action="store_true", help="only the main lines of (a), (b) and (c)"
+    )
+    ap.add_argument(
         "--switch-interval",
         type=float,
         help="also time (a) and (b) with this sys.setswitchinterval (a GIL diagnostic)",
@@ -306,13 +309,14 @@ def main() -> None:
 def measure_once(args, only: set, files: list[str], add) -> None:
     """One run of every selected line, each reported through ``add(name, rate, target)``."""
     b, th, it, wu = args.batch, args.threads, args.iters, args.warmup
+    variants = () if args.no_variants else VARIANTS
     if "a" in only:
         add(
             f"(a) dlpipe file -> mixed decode -> resize 640x640, {th} threads",
             time_pipe(seed_pipe(args.data, b, th, 640), b, it, wu, "a"),
             20000,
         )
-        for kw, what in VARIANTS:
+        for kw, what in variants:
             add(
                 f"(a) the same, {what}",
                 time_pipe(seed_pipe(args.data, b, th, 640, **kw), b, it, wu, f"a, {what}"),
@@ -323,14 +327,14 @@ def measure_once(args, only: set, files: list[str], add) -> None:
             time_pipe(rn50_pipe(args.data, b, th), b, it, wu),
             17000,
         )
-        for kw, what in VARIANTS:
+        for kw, what in variants:
             add(f"(b) the same, {what}", time_pipe(rn50_pipe(args.data, b, th, **kw), b, it, wu))
     if "c" in only:
         add(
             f"(c) dlpipe file -> mixed decode, {th} threads",
             time_pipe(seed_pipe(args.data, b, th, 0, decode_only=True), b, it, wu),
         )
-        for kw, what in VARIANTS:
+        for kw, what in variants:
             add(
                 f"(c) the same, {what}",
                 time_pipe(seed_pipe(args.data, b, th, 0, True, **kw), b, it, wu),

@@ -1,6 +1,7 @@
 """GPU kernel timings: each batched kernel on one batch of 128 images, host and GPU time per
 launch (``cupyx.profiler.benchmark``, 50 runs after 5 warm-ups). The inputs are random images
-of 150-600 px a side (the crop windows of the ResNet-50 pipeline) and their 224x224 resize.
+of 150-600 px a side (the crop windows of the ResNet-50 pipeline) and their 224x224 resize,
+and large images of 600-2000 px a side (shrinking them takes the widest filters).
 
     python ci/bench_kernels.py
 """
@@ -20,10 +21,14 @@ from dlpipe.tensors_gpu import SampleList
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    sides = rng.integers(150, 600, (128, 2))
-    crops = SampleList.from_arrays(
-        [cupy.asarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for h, w in sides], 0
-    )
+
+    def images(lo, hi):
+        sides = rng.integers(lo, hi, (128, 2))
+        return SampleList.from_arrays(
+            [cupy.asarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for h, w in sides], 0
+        )
+
+    crops, large = images(150, 600), images(600, 2000)
     stream = cupy.cuda.Stream(non_blocking=True)
     size = np.full((128, 2), 224)
     mul = [1 / s for s in STD]
@@ -34,6 +39,10 @@ def main() -> None:
             (
                 "resize 128 crops -> 224x224 (antialiased)",
                 lambda: resize_batch(crops, size, stream=stream),
+            ),
+            (
+                "resize 128 images of 600-2000 px -> 224x224 (antialiased, 9-18 taps)",
+                lambda: resize_batch(large, size, stream=stream),
             ),
             (
                 "resize 128 crops -> 640x640",

@@ -65,11 +65,28 @@ NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = (
 )
 
 
+# output rows per thread (ROWS in resize.cu)
+ROWS = 4
+# register-kept tap counts the kernel is compiled for (MAXT in resize.cu); wider filters use
+# the MAXT = 0 instance, which recomputes each weight per tap
+MAX_TAPS = (2, 4, 8)
+
+
 @functools.cache
-def _get_resize_kernel(in_dtype, out_dtype, device_id: int):
+def _get_resize_kernel(in_dtype, out_dtype, device_id: int, max_taps: int = 0, channels: int = 0):
+    """The kernel instance for a batch whose filters have at most ``max_taps`` taps per axis
+    (one of ``MAX_TAPS``, or 0: any) and ``channels`` channels (1, 3 or 4, or 0: any)."""
     return get_function(
-        "resize.cu", f"resize_filter<{ctype(in_dtype)}, {ctype(out_dtype)}>", device_id
+        "resize.cu",
+        f"resize_filter<{ctype(in_dtype)}, {ctype(out_dtype)}, {max_taps}, {channels}>",
+        device_id,
     )
+
+
+def _kernel_taps(taps: np.ndarray) -> int:
+    """The smallest ``MAX_TAPS`` entry that holds every filter of the batch (0: none does)."""
+    widest = int(taps.max()) if taps.size else 1
+    return next((t for t in MAX_TAPS if widest <= t), 0)
 
 
 @functools.cache
@@ -180,10 +197,17 @@ def resize_batch(
         d["scale" + sfx] = (b[:, ax] - a[:, ax]) / osz.astype(np.float32)
         d["flip" + sfx] = hi32[:, ax] < lo32[:, ax]
     dev = upload(d.view(np.uint8), stream)
-    grid, block = grid_for(int(out_sizes[:, 0].max()), int(out_sizes[:, 1].max()), n)
-    _get_resize_kernel(s.dtype, out_dtype, s.device_id)(
-        grid, block, (dev, tables, np.int32(channels)), stream=stream
+    rows = -(-int(out_sizes[:, 0].max()) // ROWS)
+    grid, block = grid_for(rows, int(out_sizes[:, 1].max()), n)
+    taps = np.where(d["kind_y"] > 0, d["taps_y"], 1), np.where(d["kind_x"] > 0, d["taps_x"], 1)
+    kernel = _get_resize_kernel(
+        s.dtype,
+        out_dtype,
+        s.device_id,
+        _kernel_taps(np.concatenate(taps)),
+        channels if channels in (1, 3, 4) else 0,
     )
+    kernel(grid, block, (dev, tables, np.int32(channels)), stream=stream)
     return out
 
 

@@ -81,6 +81,51 @@ def test_resize_matches_cpu_resample(stream, min_f, mag_f, aa):
         assert diff.max() <= 1, (i, diff.max())
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("shrink", [0.5, 1, 3, 6, 30])
+def test_resize_kernel_instances_agree(stream, monkeypatch, channels, shrink):
+    """The kernel is compiled per widest filter (2/4/8 taps kept in registers, or any) and
+    per channel count (1/3/4, or any): each instance gives the generic one's exact values and
+    the CPU resample's within one grey level."""
+    import dlpipe.kernels.resize as R
+
+    rng = np.random.default_rng(channels * 100 + int(shrink * 10))
+    imgs = _rand_images(rng, 8, lo=int(20 * shrink), hi=int(30 * shrink), c=channels)
+    outs = rng.integers(16, 28, (8, 2))
+    outs[0] = (-outs[0, 0], outs[0, 1])  # a flipped axis
+    params = [resize_params(im.shape[:2], list(o)) for im, o in zip(imgs, outs, strict=True)]
+    widest = max(
+        R._axis(float(e), int(o), TRIANGULAR, LINEAR, True)[3]
+        for p in params
+        for e, o in zip(np.abs(np.subtract(p.src_hi, p.src_lo)), p.dst_size, strict=True)
+    )
+    args = (
+        [cupy.asarray(x) for x in imgs],
+        [p.dst_size for p in params],
+        [p.src_lo for p in params],
+        [p.src_hi for p in params],
+    )
+    used = []
+    get = R._get_resize_kernel
+    with monkeypatch.context() as m:
+        m.setattr(R, "_get_resize_kernel", lambda *a: used.append(a[3]) or get(*a))
+        got = resize_batch(*args, stream=stream)
+        m.setattr(R, "MAX_TAPS", ())  # the generic instance
+        generic = resize_batch(*args, stream=stream)
+    stream.synchronize()
+    assert used == [next((t for t in (2, 4, 8) if widest <= t), 0), 0]
+    if shrink == 0.5:
+        assert used[0] == 2  # enlarging: two taps
+    if shrink == 30:
+        assert used[0] == 0  # wider than 8 taps
+    for i, (im, p) in enumerate(zip(imgs, params, strict=True)):
+        g = cupy.asnumpy(got[i])
+        np.testing.assert_array_equal(g, cupy.asnumpy(generic[i]))
+        want = resample(im, p, FilterType.TRIANGULAR, FilterType.LINEAR, True)
+        assert g.shape == want.shape
+        assert np.abs(g.astype(int) - want.astype(int)).max() <= 1, i
+
+
 def test_resize_float_and_dense_output(stream):
     rng = np.random.default_rng(5)
     imgs = _rand_images(rng, 6, dtype=np.float32)
