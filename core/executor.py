@@ -105,6 +105,40 @@ def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> Ba
     return err
 
 
+def replace_skipped(ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> None:
+    """Fill each skipped sample with the nearest good sample of the batch (every output, CPU
+    or GPU, so data and labels stay paired) and record what was skipped."""
+    good = [i for i in range(ws.batch_size) if i not in skipped]
+    for i, (node, message) in sorted(skipped.items()):
+        ws.skipped.append(
+            {
+                "iteration": ws.iteration,
+                "sample": i,
+                "file": ws.source_info[i],
+                "operator": node.name,
+                "error": message,
+            }
+        )
+    if not good:
+        node, message = skipped[min(skipped)]
+        raise DecodeError(
+            f"every sample of iteration {ws.iteration} was skipped (on_error='skip'); "
+            f"last error: {message}"
+        )
+    source = list(range(ws.batch_size))
+    for i in skipped:
+        source[i] = min(good, key=lambda g: (abs(g - i), g))
+    for dn, values in ws.values.items():
+        if isinstance(values, list):
+            ws.values[dn] = [values[j] for j in source]
+        else:  # a GPU batch (tensors_gpu.SampleList): views of the replacements
+            ws.values[dn] = values.take(source)
+    for slot in ws.dense.values():  # cpu_output copies the replacement in
+        for i in skipped:
+            slot.written[i] = 0
+    ws.source_info = [ws.source_info[j] for j in source]
+
+
 def cpu_output(ws: Workspace, dn: DataNode, layouts: dict[DataNode, str]) -> TensorListCPU:
     """A CPU output of the iteration: one batch array when every sample fitted the buffer the
     workers filled (``Executor._to_dense``), else the sample list."""
@@ -525,35 +559,7 @@ class Executor:
         if errors:
             raise errors[0]
         if skipped:
-            self._replace_skipped(ws, skipped)
-
-    def _replace_skipped(self, ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> None:
-        """Fill each skipped sample with the nearest good sample of the batch (every output,
-        so data and labels stay paired) and record what was skipped."""
-        good = [i for i in range(ws.batch_size) if i not in skipped]
-        for i, (node, message) in sorted(skipped.items()):
-            ws.skipped.append(
-                {
-                    "iteration": ws.iteration,
-                    "sample": i,
-                    "file": ws.source_info[i],
-                    "operator": node.name,
-                    "error": message,
-                }
-            )
-        if not good:
-            node, message = skipped[min(skipped)]
-            raise DecodeError(
-                f"every sample of iteration {ws.iteration} was skipped (on_error='skip'); "
-                f"last error: {message}"
-            )
-        for i in skipped:
-            j = min(good, key=lambda g: (abs(g - i), g))
-            for values in ws.values.values():
-                values[i] = values[j]
-            for slot in ws.dense.values():  # cpu_output copies the replacement in
-                slot.written[i] = 0
-            ws.source_info[i] = ws.source_info[j]
+            replace_skipped(ws, skipped)
 
     def _to_dense(self, ws: Workspace, dn: DataNode, i: int) -> None:
         """Copy sample ``i`` of output ``dn`` into its batch buffer while it is still in cache,

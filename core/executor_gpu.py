@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from time import perf_counter
 
 from .errors import DeviceError, PipelineError, require_extra
-from .executor import Workspace, _sample_error, cpu_output
-from .graph import DataNode, OpNode
+from .executor import Workspace, _sample_error, cpu_output, replace_skipped
+from .graph import DataNode, OpNode, Skipped
 
 _IDLE_STREAMS: dict[int, list] = {}  # lane streams of collected GPU stages, by device
 
@@ -165,6 +165,9 @@ class GpuStage:
                     {node.name: (op.schema, op.device)},
                 )
                 self.profiler.span(node.name, "gpu operator (host)", start, end)
+            dropped = {}
+            if isinstance(outs, Skipped):  # on_error="skip": samples to replace
+                outs, dropped = outs.outputs, outs.samples
             if len(node.outputs) == 1:
                 outs = (outs[0] if isinstance(outs, tuple) else outs,)
             elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):
@@ -174,6 +177,8 @@ class GpuStage:
                 )
             for dn, val in zip(node.outputs, outs, strict=True):
                 ws.values[dn] = self._SampleList.coerce(val)
+            if dropped:
+                replace_skipped(ws, {i: (node, msg) for i, msg in dropped.items()})
 
     def __call__(self, ws: Workspace) -> tuple:
         """The GPU operators (after the mixed ones: run here, or waited for on the device when

@@ -16,6 +16,9 @@ Execution contract for an operator implementation (see ``executor.py``):
   (a single array or a tuple).
 * GPU operators implement ``run_batch(inputs, args, params, stream)`` instead, where every input
   is a list of CuPy arrays (the whole batch), and run one launch per batch.
+* A sample an operator drops (``on_error="skip"``) is replaced by the executor with another
+  sample of the batch, every output of it: ``run_sample`` raises ``errors.SampleSkipped``;
+  ``run_batch`` returns ``Skipped(outputs, {sample index: message})``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, PipelineError
+
+
+class Skipped:
+    """What ``run_batch`` returns when it dropped samples (``on_error="skip"``): its outputs, in
+    which the dropped samples hold anything, and ``samples`` = {sample index: error message}."""
+
+    def __init__(self, outputs: Any, samples: dict[int, str]):
+        self.outputs = outputs
+        self.samples = samples
 
 
 class DataNode:

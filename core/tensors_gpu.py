@@ -165,6 +165,18 @@ class SampleList:
         )
         return cupy.ndarray(shape, self.dtype, cupy.cuda.MemoryPointer(mem, 0), strides)
 
+    def take(self, indices: Sequence[int]) -> SampleList:
+        """The samples ``indices`` (repeats allowed), as views of this batch's memory."""
+        idx = np.asarray(indices, np.int64)
+        owners = self.owners
+        if isinstance(owners, list):
+            owners = [owners[i] for i in idx.tolist()]
+        elif self.dense is not None:
+            owners = self.dense
+        return SampleList(
+            self.dtype, self.ptrs[idx], self.shapes[idx], self.strides[idx], owners, self.device_id
+        )
+
     def is_uniform(self) -> bool:
         return len(self) == 0 or bool((self.shapes == self.shapes[0]).all())
 

@@ -272,11 +272,27 @@ class MixedDecoder:
         spare.cap = 2 * n  # one batch being decoded into, one still read by the GPU operators
         return spare
 
-    def decode_batch(self, samples, params, stream):
-        """Decode a batch of encoded samples (1-D uint8 numpy arrays) into a SampleList."""
+    def decode_batch(self, samples, params, stream, skip: bool = False):
+        """Decode a batch of encoded samples (1-D uint8 numpy arrays) into a SampleList.
+
+        A sample that decodes neither on the GPU nor on the CPU is a ``DecodeError``; with
+        ``skip``, its index and message go into the returned dict instead (its row of the
+        SampleList is empty), and the batch goes on.
+
+        Returns:
+            (SampleList, {sample index: error message}).
+        """
         from ..tensors_gpu import SampleList
 
         n = len(samples)
+        skipped: dict[int, str] = {}
+
+        def failed(i: int, e: DecodeError) -> None:
+            if not skip:
+                e.sample_index = i
+                raise e
+            skipped[i] = str(e)
+
         ptrs = [0] * n
         shapes: list = [None] * n
         strides: list = [None] * n
@@ -294,11 +310,14 @@ class MixedDecoder:
                 and not (data[-2] == 0xFF and data[-1] == 0xD9)
                 and not _jpeg_has_end(data)
             ):
-                e = DecodeError(
-                    f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
+                failed(
+                    i,
+                    DecodeError(
+                        f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image "
+                        "marker)"
+                    ),
                 )
-                e.sample_index = i
-                raise e
+                continue
             blobs.append(data)
             where.append(i)
         done = set()
@@ -314,11 +333,17 @@ class MixedDecoder:
             try:
                 img = decode_cpu(samples[i], self.output_type)
             except DecodeError as e:
-                e.sample_index = i
-                raise
+                failed(i, e)
+                continue
             arr = self.cupy.asarray(img)  # on the current (pipeline) stream
             ptrs[i], shapes[i], strides[i], owners[i] = arr.data.ptr, arr.shape, arr.strides, arr
-        todo = [i for i in range(n) if i not in done] if self.window is not None else []
+        for i in skipped:  # an empty row; the executor replaces it
+            shapes[i], strides[i] = (0, 0, 0), (0, 0, 1)
+        todo = (
+            [i for i in range(n) if i not in done and i not in skipped]
+            if self.window is not None
+            else []
+        )
         if todo:  # the crop as a view of the decoded image (no copy)
             hw = np.array([shapes[i][:2] for i in todo], np.int64)
             wins = self.window.windows(hw[:, 0], hw[:, 1], np.stack([params[i] for i in todo]))
@@ -327,7 +352,7 @@ class MixedDecoder:
                 ptrs[i] += y * sy + x * sx
                 shapes[i] = (h, w, shapes[i][2])
         st = np.asarray(strides, np.int64)  # bytes == elements for uint8
-        return SampleList(
+        out = SampleList(
             np.uint8,
             np.asarray(ptrs, np.uint64),
             np.asarray(shapes, np.int64),
@@ -335,6 +360,7 @@ class MixedDecoder:
             owners,
             self.device_id,
         )
+        return out, skipped
 
     def _gpu_decode(self, blobs, where, params, stream, done: set, n: int) -> list:
         """Decode ``blobs`` (the batch's samples ``where``) on the GPU: for each, (device

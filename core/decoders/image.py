@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from ..errors import ArgumentError, DecodeError, SampleSkipped
-from ..graph import Operator, register
+from ..graph import Operator, Skipped, register
 from ..operators._crop_window import RandomCropWindow
 from ..operators.cast import parse_dtype
 from ..types import DALIImageType, to_image_type
@@ -180,11 +180,6 @@ class _DecoderBase(Operator):
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
-        if on_error == "skip" and self.device == "mixed":
-            raise ArgumentError(
-                f"{self.schema}: on_error='skip' works with device='cpu' only so far; the mixed "
-                "decoder raises on a corrupt image (naming the file)"
-            )
         self.on_error = on_error
         self.adjust_orientation = bool(adjust_orientation)
         self.dtype = parse_dtype(dtype, self.schema, allowed=_DTYPES) or np.dtype(np.uint8)
@@ -231,7 +226,10 @@ class _DecoderBase(Operator):
         return self._gpu
 
     def run_batch(self, inputs, args, params, stream):
-        return self.gpu_impl().decode_batch(inputs[0], params, stream)
+        out, skipped = self.gpu_impl().decode_batch(
+            inputs[0], params, stream, skip=self.on_error == "skip"
+        )
+        return Skipped(out, skipped) if skipped else out
 
     def close(self) -> None:
         """Hand the mixed decoder's processes back (``Pipeline.close``)."""
@@ -257,8 +255,8 @@ class ImageDecoder(_DecoderBase):
         on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
             ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
             sample of the same batch (all its outputs, label included), so batches stay full
-            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. CPU
-            decoding only, so far.
+            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. On the
+            CPU and on the GPU (``"mixed"``) alike.
     """
 
     schema = "decoders.image"

@@ -196,13 +196,6 @@ def test_garbage_collection_stops_the_threads(tmp_path):
     assert started and not any(t.is_alive() for t in started)
 
 
-def test_skip_is_cpu_only_for_now():
-    pipe = Pipeline(batch_size=1, num_threads=1)
-    with pytest.raises(ArgumentError, match="device='cpu' only"):
-        with pipe:
-            fn.decoders.image(fn.readers.file(files=["x"])[0], device="mixed", on_error="skip")
-
-
 _EXIT_SCRIPT = """
 import sys
 from dlpipe.cli import build_bench_pipeline

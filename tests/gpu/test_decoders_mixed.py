@@ -85,6 +85,82 @@ def test_corrupt_sample_names_the_file(tmp_path):
         pipe.run()
 
 
+def _colour_files(root, bad: dict[int, str], n=8):
+    """Files 0.jpg..{n-1}.jpg, each a solid colour of its own (``_colour(i)``); ``bad`` maps an
+    index to "garbage" (JPEG markers around text) or "truncated" (a JPEG cut in half)."""
+    os.makedirs(root, exist_ok=True)
+    for i in range(n):
+        buf = cv2.imencode(".jpg", np.full((48 + 8 * i, 64, 3), _colour(i), np.uint8))[1]
+        path = os.path.join(root, f"{i}.jpg")
+        if bad.get(i) == "garbage":
+            with open(path, "wb") as f:
+                f.write(b"\xff\xd8\xff\xe0 this is not a jpeg \xff\xd9")
+        elif bad.get(i) == "truncated":
+            buf[: len(buf) // 2].tofile(path)
+        else:
+            buf.tofile(path)
+    return [f"{i}.jpg" for i in range(n)]
+
+
+def _colour(i):
+    return (20 * i + 10, 200 - 20 * i, 100)  # BGR, as cv2 writes it
+
+
+def _skip_pipe(root, files, batch, random_crop):
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=3)
+    with pipe:
+        jpegs, labels = fn.readers.file(
+            file_root=root, files=files, labels=[100 + i for i in range(len(files))]
+        )
+        if random_crop:
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", on_error="skip")
+        else:
+            images = fn.decoders.image(jpegs, device="mixed", on_error="skip")
+        pipe.set_outputs(fn.resize(images, size=(16, 16)), labels)
+    return pipe
+
+
+@pytest.mark.parametrize("decode_process", ["1", "0"])
+@pytest.mark.parametrize("random_crop", [False, True])
+def test_skip_replaces_corrupt_samples_with_their_neighbours(
+    tmp_path, monkeypatch, decode_process, random_crop
+):
+    """on_error="skip" on the mixed decoder: a corrupt and a truncated JPEG are each replaced by
+    the nearest good sample of their batch, image and label; batches stay full, and
+    pipe.skipped() names the files."""
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", decode_process)
+    root = str(tmp_path)
+    files = _colour_files(root, {2: "garbage", 5: "truncated"})
+    pipe = _skip_pipe(root, files, 4, random_crop)
+    for want in ([0, 1, 1, 3], [4, 4, 6, 7], [0, 1, 1, 3]):  # two epochs
+        images, labels = pipe.run()
+        assert labels.as_array().ravel().tolist() == [100 + j for j in want]
+        host = images.as_cpu()
+        for i, j in enumerate(want):
+            img = host.at(i)
+            assert img.shape == (16, 16, 3)
+            rgb = np.array(_colour(j)[::-1])
+            assert np.abs(img.reshape(-1, 3).mean(0) - rgb).max() < 4, (i, j)
+            assert images.source_info(i) == files[j]
+    skipped = pipe.skipped()
+    assert [(s["file"], s["iteration"], s["sample"]) for s in skipped] == [
+        ("2.jpg", 0, 2),
+        ("5.jpg", 1, 1),
+        ("2.jpg", 2, 2),
+    ]
+    assert "truncated JPEG" in skipped[1]["error"]
+    pipe.close()
+
+
+def test_skip_with_every_sample_of_a_batch_bad_is_an_error(tmp_path):
+    root = str(tmp_path)
+    files = _colour_files(root, {0: "garbage", 1: "truncated"}, n=4)
+    pipe = _skip_pipe(root, files, 2, random_crop=False)
+    with pytest.raises(DecodeError, match="every sample of iteration 0 was skipped"):
+        pipe.run()
+    pipe.close()
+
+
 def test_image_random_crop_mixed_matches_cpu_windows(big_root):
     pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=9)
     with pipe:
