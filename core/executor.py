@@ -12,7 +12,8 @@ One iteration produces one batch:
 3. *Mixed and GPU stages* (when the graph has mixed/GPU operators): the GPU decoders of up to
    ``lanes`` iterations run at once on a small pool of lane threads, then a GPU-stage thread
    runs the GPU operators batch-wise, in order, on the pipeline's CUDA stream
-   (``executor_gpu.py``).
+   (``executor_gpu.py``). With lanes, the CPU stage runs ``lookahead`` iterations further
+   ahead, and a feeder thread hands its workspaces to the lanes as they have room.
 
 With ``exec_async`` the stages run on their own threads and up to ``prefetch_queue_depth``
 iterations are in flight; ``schedule()`` hands out tickets the way DALI's ``schedule_run``
@@ -172,6 +173,11 @@ def _call_source(node: OpNode, n: int, iteration: int) -> list:
         raise
 
 
+# Iterations a lane may decode ahead of the GPU stage beyond one per lane: the GPU stage takes
+# them in order, and lanes finish out of order; with none spare, a lane that finished waits for
+# the slowest. Two spare made 5-12% more img/s on an H200, for two decoded batches of GPU
+# memory (BENCHMARKS.md, fifth session).
+DECODED_SPARE = 2
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # executors with stage threads, for _close_all
 
 
@@ -200,9 +206,11 @@ class Executor:
         snapshot: optional callable returning the operators' states; called after each
             iteration's parameters are drawn, so ``last_state`` is the state right after the
             batch the consumer took last (checkpoints stay exact despite prefetching).
-        lookahead: iterations run ahead of the prefetch depth, so that the GPU stage's lanes
-            have batches to decode at once (they end as decoded intermediate data, not as
-            extra output batches: the GPU stage still hands out one at a time, in order).
+        lookahead: iterations the CPU stage runs ahead of the prefetch depth when the GPU
+            stage has lanes, so that a lane never waits for the CPU stage. They wait as the
+            CPU stage's output (encoded bytes, on the host): at most ``lanes`` +
+            ``DECODED_SPARE`` iterations are decoded ahead of the GPU stage, and at most
+            ``depth`` finished batches wait for the consumer (``_to_lane``, ``_gpu_finish``).
     """
 
     def __init__(
@@ -249,6 +257,11 @@ class Executor:
             ThreadPoolExecutor(lanes, thread_name_prefix="dlpipe-mixed") if lanes else None
         )
         self._lookahead = max(0, lookahead) if lanes else 0
+        self._decode_ahead = lanes + DECODED_SPARE
+        # The lane feeder and the GPU stage wait here for room (_to_lane, _gpu_finish)
+        self._room = threading.Condition()
+        self._submitted = 0  # iterations handed to the lane feeder
+        self._through_gpu = 0  # of those, how many the GPU stage has finished
         self._iteration = 0
         self._scheduled = 0
         self._first = True
@@ -315,6 +328,9 @@ class Executor:
         ready = self._done.qsize()
         start = perf_counter()
         item = self._done.get()
+        if self._mixed_pool is not None:  # room for the GPU stage's next batch
+            with self._room:
+                self._room.notify_all()
         self.profiler.add_get(start, perf_counter(), ready)
         if item is _END:
             self._end_of_data()
@@ -346,12 +362,19 @@ class Executor:
             return
         self._closed = True
         self._resume.set()
+        with self._room:  # wake the lane feeder and the GPU stage waiting for room
+            self._room.notify_all()
         for _ in self._threads:
             self._tickets.put(None)
         for t in self._threads:
             t.join(timeout=10)
         if self._mixed_pool is not None:
             self._mixed_pool.shutdown(wait=True, cancel_futures=True)
+        while True:  # batches nobody will take: their GPU memory (decode slots) goes now
+            try:
+                self._done.get_nowait()
+            except queue.Empty:
+                break
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -375,25 +398,53 @@ class Executor:
                     name="dlpipe-cpu-stage",
                     daemon=True,
                 ),
+            ]
+            if self._mixed_pool is not None:  # CPU stage -> feeder -> lanes, in order
+                cpu_out, mid = mid, queue.Queue()
+                self._threads.append(
+                    threading.Thread(
+                        target=self._stage_loop,
+                        args=(cpu_out, mid, self._to_lane),
+                        name="dlpipe-lane-feeder",
+                        daemon=True,
+                    )
+                )
+            self._threads.append(
                 threading.Thread(
                     target=self._stage_loop,
-                    args=(mid, self._done, self._finish),
+                    args=(
+                        mid,
+                        self._done,
+                        self._finish if self._mixed_pool is None else self._gpu_finish,
+                    ),
                     name="dlpipe-gpu-stage",
                     daemon=True,
-                ),
-            ]
+                )
+            )
         for t in self._threads:
             t.start()
 
     def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None, list[dict]]:
         return self._finish(self._run_cpu())
 
-    def _cpu_then_mixed(self, _ticket) -> Workspace | Future:
-        """The CPU stage; then, with lanes, the iteration's mixed operators are handed to a lane
-        (the GPU stage takes the futures in order)."""
-        ws = self._run_cpu()
-        if self._mixed_pool is None:
-            return ws
+    def _cpu_then_mixed(self, _ticket) -> Workspace:
+        """The CPU stage (with lanes, the feeder hands its workspaces on)."""
+        return self._run_cpu()
+
+    def _to_lane(self, ws: Workspace) -> Future:
+        """The lane feeder: hand an iteration's mixed operators to a lane once fewer than
+        ``lanes + DECODED_SPARE`` earlier iterations are decoded, or being decoded, and not yet
+        through the GPU stage (each holds its decoded images on the GPU). The futures go to the
+        GPU stage in order. The wait depends only on earlier iterations: it cannot deadlock; and it is on a
+        daemon thread, not a lane, so an abandoned pipeline does not hold up the interpreter's
+        exit."""
+        seq = self._submitted  # only this thread counts
+        self._submitted += 1
+        with self._room:
+            while seq >= self._through_gpu + self._decode_ahead and not self._closed:
+                self._room.wait()
+        if self._closed:
+            raise PipelineError("the pipeline was closed")
         return self._mixed_pool.submit(self._run_mixed, ws)
 
     def _run_mixed(self, ws: Workspace) -> Workspace:
@@ -401,6 +452,19 @@ class Executor:
         ws = self.gpu_stage.run_mixed(ws)
         self.profiler.add_stage("mixed", start, perf_counter())
         return ws
+
+    def _gpu_finish(self, item: Future) -> tuple[tuple, list | None, list[dict]]:
+        """The GPU stage with lanes: ``_finish``, once fewer than ``depth`` finished batches
+        wait for the consumer (the CPU stage may run further ahead: see ``lookahead``)."""
+        with self._room:
+            while self._done.qsize() >= self.depth and not self._closed:
+                self._room.wait()
+        try:
+            return self._finish(item)
+        finally:
+            with self._room:  # a lane may start the next iteration
+                self._through_gpu += 1
+                self._room.notify_all()
 
     def _stage_loop(self, inbox: queue.Queue, outbox: queue.Queue, fn: Callable) -> None:
         failed = False

@@ -327,9 +327,11 @@ class Pipeline:
             gpu_stage,
             snapshot,
             gpu_ops,
-            # Run ahead only where that cannot change what is read: not from external sources
-            # (feed_input / callbacks expect DALI's prefetch count).
-            0 if gpu_stage is None or self._sources else max(0, gpu_stage.lanes - 1),
+            # The CPU stage runs ahead of the lanes by as many iterations again, so that a lane
+            # never waits for it (BENCHMARKS.md, fifth session); only where that cannot change
+            # what is read: not from external sources (feed_input / callbacks expect DALI's
+            # prefetch count).
+            0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
         )
         self._built = True
 
