@@ -75,10 +75,11 @@ class Pipeline:
         max_streams: CUDA streams the executor may use (-1: no limit). The GPU stage uses one;
             with more, the GPU decoders of ``max_streams - 1`` iterations run at once, each on
             its own stream and decoder (``executor_gpu.py``; when unlimited, 3 where the
-            decoders decode in processes of their own, as on Linux by default, else 2), and up to
-            that many iterations more than ``prefetch_queue_depth`` are read ahead for them
-            (as decoded images, not as extra output batches). ``max_streams=1``: decoding runs
-            on the GPU stage's own thread and stream.
+            decoders decode in processes of their own, as on Linux by default, else 2). The
+            CPU stage then reads two iterations per lane more than ``prefetch_queue_depth``
+            ahead for them (encoded bytes on the host, not extra output batches; see
+            ``Executor``). ``max_streams=1``: decoding runs on the GPU stage's own thread and
+            stream.
         Other DALI arguments (``bytes_per_sample``, ``set_affinity``,
         ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
         accepted as hints.
