@@ -122,17 +122,17 @@ class DecodeProcess:
         return reply
 
     def trim(self) -> None:
-        """Free the slots no batch holds (an idle process keeps only its context and
-        decoders), and forget the batch sizes seen."""
+        """Free the slots no batch holds and the server's images kept for the next batch (an
+        idle process keeps only its context and decoders), and forget the batch sizes seen."""
         self._largest = 0
         while self._free:
             slot, event = self._free.pop()
             if event is not None:
                 event.synchronize()
             self._drop(slot)
-        if self._dropped:
-            self._send(("ping",))
-            self._recv()
+        self._send(("trim",))
+        self._send(("ping",))
+        self._recv()
 
     def ready(self) -> bool:
         """Whether the server started (waits for it the first time); else ``failure`` says
@@ -231,11 +231,22 @@ _IDLE: dict[int, list] = {}  # device -> idle processes, the most recently used 
 
 
 def take(device_id: int) -> DecodeProcess:
-    """An idle process on GPU ``device_id``, or a new one."""
-    try:
-        return _IDLE.setdefault(device_id, []).pop()  # atomic: two lanes never get the same
-    except IndexError:
-        return DecodeProcess(device_id)
+    """An idle process on GPU ``device_id``, or a new one. An idle one first frees the slots
+    of batches let go of since it was given back."""
+    idle = _IDLE.setdefault(device_id, [])
+    while idle:
+        try:
+            proc = idle.pop()  # atomic: two lanes never get the same
+        except IndexError:
+            break
+        if not proc._free:
+            return proc
+        try:
+            proc.trim()
+            return proc
+        except Exception:  # it died while idle
+            proc.close()
+    return DecodeProcess(device_id)
 
 
 def prestart(device_id: int, n: int, config: dict) -> None:

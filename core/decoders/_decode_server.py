@@ -10,6 +10,8 @@ requests on stdin and replies on stdout:
   engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALIImageType`` name).
   A decoder is made per configuration and kept (no reply);
 * ``("ping",)``: reply ``("pong",)``, once every request before it is done;
+* ``("trim",)``: let go of the images kept for the next batch, of every configuration (the
+  process goes idle; no reply);
 * ``("event", handle)``: the pipeline process's interprocess CUDA event, recorded after each
   batch's copies (no reply);
 * ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
@@ -148,6 +150,10 @@ class Server:
             return None
         if kind == "ping":
             return ("pong",)
+        if kind == "trim":
+            for _, _, spare in self.decoders.values():
+                spare.clear()
+            return None
         if kind == "event":
             self.event = self.rt.ipcOpenEventHandle(req[1])
             return None

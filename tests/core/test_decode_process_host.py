@@ -125,19 +125,25 @@ def test_trim_frees_every_free_slot_once_the_server_has_closed_them():
     proc._free += [(slots[0], _Event(done=False)), (slots[1], None)]
     proc.trim()
     assert set(proc._slots) == {slots[2]}  # the one a batch still holds stays
-    assert proc.sent[-1] == ("ping",) and not proc._dropped and proc._largest == 0
+    # the server lets go of its kept images too, and has done all that before trim returns
+    assert proc.sent[-2:] == [("trim",), ("ping",)]
+    assert not proc._dropped and proc._largest == 0
 
 
 class _Proc:
     def __init__(self, name, failure="", started=True):
         self.name, self.failure, self.started, self.device_id = name, failure, started, 0
         self.closed = self.trimmed = False
+        self._free = []  # slots let go of since the last trim
 
     def ready(self):
         return self.started
 
     def trim(self):
+        if self.failure:
+            raise RuntimeError(self.failure)
         self.trimmed = True
+        self._free.clear()
 
     def close(self):
         self.closed = True
@@ -195,3 +201,18 @@ def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot(monkeypat
     assert got_shapes is shapes and lease.memory is proc._slots[slot]
     assert stream.waited == ["server-event"]  # the lane waits for the server's copies
     assert proc._largest == 768
+
+
+def test_take_frees_the_slots_let_go_of_while_idle(monkeypatch):
+    # A batch held past the pipeline's close lets go of its slot when the process is idle:
+    # the next pipeline's take() frees it (and skips a process that died meanwhile).
+    fresh = _Proc("fresh")
+    monkeypatch.setattr(_decode_process, "DecodeProcess", lambda device_id: fresh)
+    held, died = _Proc("held"), _Proc("died")
+    held._free.append((7, None))
+    died._free.append((8, None))
+    died.failure = "exited"
+    monkeypatch.setattr(_decode_process, "_IDLE", {0: [held, died]})
+    assert _decode_process.take(0) is held  # 'died' (the newer) failed to trim: stopped
+    assert died.closed and held.trimmed and not held._free
+    assert _decode_process.take(0) is fresh  # none idle any more
