@@ -151,6 +151,7 @@ class Server:
         if kind == "ping":
             return ("pong",)
         if kind == "trim":
+            self.stream.synchronize()  # the last copies out of those images are done
             for _, _, spare in self.decoders.values():
                 spare.clear()
             return None
