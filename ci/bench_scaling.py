@@ -179,51 +179,33 @@ def main() -> None:
     loc = args.gpu_local
     if loc:
         print("cores per GPU:", {g: _ranges(gpu_local_slice(g, n)) for g in range(n)}, flush=True)
-    one = run(
-        args.pipeline,
-        args.data,
-        args.batch,
-        1,
-        args.iters,
-        args.warmup,
-        threads,
-        kw,
-        slices,
-        local=loc,
-    )
+
+    def timed(gpus: int, busy: bool = False) -> float:
+        return run(
+            args.pipeline,
+            args.data,
+            args.batch,
+            gpus,
+            args.iters,
+            args.warmup,
+            threads,
+            kw,
+            slices,
+            busy,
+            loc,
+        )
+
+    one = timed(1)
     pin = "unpinned" if args.no_pin else f"pinned to 1/{n} of the cores"
     if loc and slices:
         pin += ", near the GPU"
     what = f"{args.pipeline}, max_streams={args.max_streams}, {pin}"
     print(f"{what}, 1 GPU, {threads} threads: {one:,.0f} img/s", flush=True)
     if args.busy and slices > 1:
-        busy = run(
-            args.pipeline,
-            args.data,
-            args.batch,
-            1,
-            args.iters,
-            args.warmup,
-            threads,
-            kw,
-            slices,
-            True,
-            loc,
-        )
+        busy = timed(1, busy=True)
         print(f"{what}, 1 GPU, the other cores spinning: {busy:,.0f} img/s", flush=True)
     if n > 1:
-        many = run(
-            args.pipeline,
-            args.data,
-            args.batch,
-            n,
-            args.iters,
-            args.warmup,
-            threads,
-            kw,
-            slices,
-            local=loc,
-        )
+        many = timed(n)
         print(
             f"{what}, {n} GPUs, {threads} threads each: {many:,.0f} img/s (x{many / one:.2f})",
             flush=True,
