@@ -435,9 +435,9 @@ class Executor:
         """The lane feeder: hand an iteration's mixed operators to a lane once fewer than
         ``lanes + DECODED_SPARE`` earlier iterations are decoded, or being decoded, and not yet
         through the GPU stage (each holds its decoded images on the GPU). The futures go to the
-        GPU stage in order. The wait depends only on earlier iterations: it cannot deadlock; and it is on a
-        daemon thread, not a lane, so an abandoned pipeline does not hold up the interpreter's
-        exit."""
+        GPU stage in order. The wait depends only on earlier iterations, so it cannot deadlock;
+        and it is on a daemon thread, not a lane, so an abandoned pipeline does not hold up the
+        interpreter's exit (Python joins lane threads at exit)."""
         seq = self._submitted  # only this thread counts
         self._submitted += 1
         with self._room:

@@ -81,8 +81,8 @@ __device__ __forceinline__ void axis_taps(int kind, int n, float lo, float scale
 // the generic one). MAXT == 0: any width, each weight recomputed per tap.
 // NC: the channel count when 1, 3 or 4, else 0 (read from C).
 template <typename Tin, typename Tout, int MAXT, int NC>
-__global__ void resize_filter(const ResizeDesc *__restrict__ descs, const float *__restrict__ tables,
-                              int C_) {
+__global__ void resize_filter(const ResizeDesc *__restrict__ descs,
+                              const float *__restrict__ tables, int C_) {
   __shared__ ResizeDesc d;  // one load per block (see slice.cu)
   if (threadIdx.x == 0 && threadIdx.y == 0) d = descs[blockIdx.z];
   __syncthreads();
@@ -145,7 +145,8 @@ __global__ void resize_filter(const ResizeDesc *__restrict__ descs, const float 
 #pragma unroll
       for (int a = 0; a < (MAXT ? MAXT : ny); a++) {
         if (MAXT && a >= ny) break;
-        const float w_y = MAXT ? wy[MAXT ? a : 0] : (ky ? tab_w(tab_y, tny, f0y, a, tsy) * iy_n : 1.f);
+        const float w_y =
+            MAXT ? wy[MAXT ? a : 0] : (ky ? tab_w(tab_y, tny, f0y, a, tsy) * iy_n : 1.f);
         if (w_y == 0.f) continue;
         int iy = fy + a;
         iy = iy < 0 ? 0 : (iy >= H ? H - 1 : iy);
