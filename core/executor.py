@@ -394,7 +394,7 @@ class Executor:
             self._threads = [
                 threading.Thread(
                     target=self._stage_loop,
-                    args=(self._tickets, mid, self._cpu_then_mixed),
+                    args=(self._tickets, mid, self._run_cpu),
                     name="dlpipe-cpu-stage",
                     daemon=True,
                 ),
@@ -426,10 +426,6 @@ class Executor:
 
     def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None, list[dict]]:
         return self._finish(self._run_cpu())
-
-    def _cpu_then_mixed(self, _ticket) -> Workspace:
-        """The CPU stage (with lanes, the feeder hands its workspaces on)."""
-        return self._run_cpu()
 
     def _to_lane(self, ws: Workspace) -> Future:
         """The lane feeder: hand an iteration's mixed operators to a lane once fewer than
@@ -509,7 +505,8 @@ class Executor:
                 segments.append((False, [node]))
         return segments
 
-    def _run_cpu(self) -> Workspace:
+    def _run_cpu(self, _ticket=None) -> Workspace:
+        """The CPU stage of one iteration (a stage thread passes the ticket it took)."""
         start = perf_counter()
         ws = self._run_cpu_stage()
         self.profiler.add_stage("cpu", start, perf_counter())
