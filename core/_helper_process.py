@@ -20,29 +20,37 @@ def start(name: str, nbytes: int, args: list[str]) -> tuple[subprocess.Popen, in
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
     try:
         os.ftruncate(fd, nbytes)
-        proc = subprocess.Popen(
-            [sys.executable, *args, str(fd)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            pass_fds=(fd,),
-        )
+        return spawn(args, fd), fd
     except BaseException:
         os.close(fd)
         raise
-    return proc, fd
 
 
-def stop(proc: subprocess.Popen, fd: int) -> None:
-    """End ``proc`` by closing its pipes (EOF on its stdin ends it; killed after 10 s), then
-    close the memfd ``fd`` it shared."""
-    for pipe in (proc.stdin, proc.stdout):
+def spawn(args: list[str], fd: int) -> subprocess.Popen:
+    """A Python process ``python *args FD`` that shares the memfd ``fd``, with pipes on its
+    stdin and stdout (several processes may share one memfd)."""
+    return subprocess.Popen(
+        [sys.executable, *args, str(fd)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        pass_fds=(fd,),
+    )
+
+
+def stop(proc: subprocess.Popen | list[subprocess.Popen], fd: int) -> None:
+    """End ``proc`` (or each of a list) by closing its pipes (EOF on its stdin ends it; killed
+    after 10 s), then close the memfd ``fd`` it shared."""
+    procs = proc if isinstance(proc, list) else [proc]
+    for p in procs:
+        for pipe in (p.stdin, p.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+    for p in procs:
         try:
-            pipe.close()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
     os.close(fd)

@@ -1,17 +1,19 @@
 """The read process behind ``readers.file``: it reads the files of a batch into shared memory.
 
-Started by ``_read_process.ReadProcess`` as ``python -I -S _read_server.py FD``, so it imports
-only the standard library and starts in about 15 ms. ``FD`` is a memfd that both processes map.
+Started by ``_read_process.ReadProcess`` as ``python -I -S _read_server.py THREADS FD``, so it
+imports only the standard library and starts in about 15 ms. ``FD`` is a memfd that the
+pipeline's process and every server map.
 Requests arrive on stdin and replies leave on stdout, as pickles:
 
-* ``(offset, limit, paths)`` -> ``("ok", offsets, sizes)``: where each file landed. The batch
-  is cut into ``READERS`` runs of files, read by as many threads at once, each run into its own
-  share of the ``limit`` bytes from ``offset`` (page-cache reads are bound by system calls and
-  copies; a disk wants several reads in flight).
+* ``(offset, limit, paths)`` -> ``("ok", offsets, sizes)``: where each file landed. The paths
+  are cut into ``THREADS`` runs of files, read by as many threads at once, each run into its
+  own share of the ``limit`` bytes from ``offset`` (page-cache reads are bound by system calls
+  and copies; a disk wants several reads in flight).
 * ``("big",)``: a run needs more than its share (the caller reads the batch itself).
 * ``("error", index, errno, strerror)``: ``paths[index]`` could not be opened or read.
 
-EOF on stdin (the pipeline closed, or its process died) ends the process.
+EOF on stdin, or a closed reply pipe (the pipeline closed, or its process died), ends the
+process.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ import os
 import pickle
 import sys
 from concurrent.futures import ThreadPoolExecutor
-
-READERS = 4
 
 
 def read_run(view: memoryview, start: int, end: int, paths: list[str], first: int) -> tuple:
@@ -55,9 +55,11 @@ def read_run(view: memoryview, start: int, end: int, paths: list[str], first: in
     return ("ok", offsets, sizes)
 
 
-def read_batch(pool, view: memoryview, offset: int, limit: int, paths: list[str]) -> tuple:
-    share = limit // READERS
-    step = -(-len(paths) // READERS) or 1
+def read_batch(
+    pool, threads: int, view: memoryview, offset: int, limit: int, paths: list[str]
+) -> tuple:
+    share = limit // threads
+    step = -(-len(paths) // threads) or 1
     runs = [
         (view, offset + k * share, offset + (k + 1) * share, paths[j : j + step], j)
         for k, j in enumerate(range(0, len(paths), step))
@@ -69,19 +71,22 @@ def read_batch(pool, view: memoryview, offset: int, limit: int, paths: list[str]
     return ("ok", [o for r in results for o in r[1]], [s for r in results for s in r[2]])
 
 
-def serve(fd: int) -> None:
+def serve(threads: int, fd: int) -> None:
     size = os.fstat(fd).st_size
     view = memoryview(mmap.mmap(fd, size))
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    with ThreadPoolExecutor(READERS) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         while True:
             try:
                 offset, limit, paths = pickle.load(requests)
             except EOFError:
                 return
-            pickle.dump(read_batch(pool, view, offset, limit, paths), replies, protocol=5)
-            replies.flush()
+            try:
+                pickle.dump(read_batch(pool, threads, view, offset, limit, paths), replies)
+                replies.flush()
+            except BrokenPipeError:  # the pipeline stopped listening: end quietly
+                os._exit(0)
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -30,8 +30,9 @@ def files(tmp_path):
     return paths
 
 
-def test_reads_the_same_bytes_as_this_process(files):
-    rp = ReadProcess("test")
+@pytest.mark.parametrize("processes, threads", [(1, 1), (2, 2), (3, 4)])
+def test_reads_the_same_bytes_as_this_process(files, processes, threads):
+    rp = ReadProcess("test", processes, threads)
     try:
         batch = files + files[::-1]  # a file twice in one batch (padding does that)
         got = rp.read(batch)
@@ -75,12 +76,20 @@ def test_a_batch_larger_than_a_slot_or_no_free_slot_is_left_to_the_caller(files,
         rp.close()
 
 
-def test_missing_file_is_reported_with_its_path(files):
-    rp = ReadProcess("test")
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_missing_file_is_reported_with_its_path(files, processes):
+    rp = ReadProcess("test", processes)
     try:
         err = rp.read([files[0], files[0] + ".gone"])
         assert isinstance(err, FileNotFoundError) and err.filename == files[0] + ".gone"
+        assert err.sample_index == 1
         assert len(rp._free) == _read_process.SLOTS  # the slot came back
+        # two missing files, in different processes' parts: the first in batch order
+        batch = [files[2], files[3] + ".a", files[4], files[5], files[1] + ".b"]
+        err = rp.read(batch)
+        assert err.filename == files[3] + ".a" and err.sample_index == 1
+        err = rp.read(batch[2:])  # the last part's file, at its place in the batch
+        assert err.filename == files[1] + ".b" and err.sample_index == 2
         np.testing.assert_array_equal(rp.read(files[2:3])[0], read_file(files[2]))
     finally:
         rp.close()
@@ -126,7 +135,7 @@ def test_a_killed_read_process_is_an_error_not_a_hang(files):
     # One iteration at a time: the kill lands between two of them.
     pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files)
     pipe.run()
-    proc = pipe._readers["Reader"]._process._proc
+    proc = pipe._readers["Reader"]._process._procs[0]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with pytest.raises(PipelineError, match="read process exited unexpectedly"):
@@ -135,21 +144,36 @@ def test_a_killed_read_process_is_an_error_not_a_hang(files):
     pipe.close()
 
 
+def test_after_one_process_died_the_others_are_not_asked_again(files):
+    # A survivor may owe a reply to the failed batch: reading on would pair the replies with
+    # the wrong batches, so every later read is the same error, and every process is ended.
+    rp = ReadProcess("test", processes=2)
+    survivor, victim = rp._procs
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    for _ in range(2):
+        with pytest.raises(PipelineError, match=r"exited unexpectedly \(exit codes "):
+            rp.read(files)
+    assert survivor.wait(timeout=10) == 0
+    assert len(rp._free) == _read_process.SLOTS
+
+
 def test_close_ends_the_process_and_a_batch_outlives_it(files):
     pipe = file_reader_pipe(3, files=files)
     data, _ = pipe.run()
     reader = pipe._readers["Reader"]
-    proc = reader._process._proc
+    procs = list(reader._process._procs)
     pipe.close()
-    assert proc.poll() == 0 and reader._process is None
+    assert [p.poll() for p in procs] == [0] * _read_process.PROCESSES
+    assert reader._process is None
     np.testing.assert_array_equal(data.at(2), read_file(files[2]))  # still mapped
 
 
 def test_a_dropped_reader_ends_its_process(files):
-    rp = ReadProcess("test")
-    proc = rp._proc
+    rp = ReadProcess("test", processes=2)
+    procs = list(rp._procs)
     del rp
-    assert proc.wait(timeout=10) == 0
+    assert [p.wait(timeout=10) for p in procs] == [0, 0]
 
 
 def test_a_forked_child_gets_its_own_read_process(files):
@@ -159,7 +183,7 @@ def test_a_forked_child_gets_its_own_read_process(files):
     pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files[2:4])
     pipe.run()
     reader = pipe._readers["Reader"]
-    parent_proc = reader._process._proc
+    parent_proc = reader._process._procs[0]
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: read through the operator directly (no executor threads here)
@@ -169,7 +193,7 @@ def test_a_forked_child_gets_its_own_read_process(files):
             same = all(
                 np.array_equal(a, read_file(p)) for a, p in zip(data, files[2:4], strict=True)
             )
-            ok = int(same and reader._process._proc.pid != parent_proc.pid)
+            ok = int(same and reader._process._procs[0].pid != parent_proc.pid)
         finally:
             os.write(w, bytes([ok]))
             os._exit(0)
@@ -178,5 +202,5 @@ def test_a_forked_child_gets_its_own_read_process(files):
     os.close(r)
     os.waitpid(pid, 0)
     data, _ = pipe.run()  # the parent's read process still answers the parent
-    assert reader._process._proc is parent_proc and len(data) == 2
+    assert reader._process._procs[0] is parent_proc and len(data) == 2
     pipe.close()
