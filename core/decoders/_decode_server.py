@@ -17,7 +17,7 @@ requests on stdin and replies on stdout:
 * ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
   handle (no reply); ``("drop", slot)``: close it (no reply);
 * ``("decode", slot, sizes)``: decode the batch and copy the images, one after another and
-  256-byte aligned, into buffer ``slot``. Reply ``("ok", offsets, shapes, nbytes)``: int64
+  256-byte aligned, into buffer ``slot`` (one kernel launch, ``kernels/copy.py``). Reply ``("ok", offsets, shapes, nbytes)``: int64
   arrays, the offset -1 where a sample did not decode (the pipeline's process decodes those on
   the CPU), and the bytes used; or ``("big", nbytes)``: the images need more than the buffer
   has, and are kept for the ``("copy", slot)`` that follows with a larger buffer (same
@@ -44,21 +44,27 @@ import numpy as np
 ALIGN = 256
 
 
-def layout(images: list) -> tuple[np.ndarray, np.ndarray, int]:
+def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
     """Offsets (-1 for None), HWC shapes and the total bytes of ``images`` packed one after
-    another with ``ALIGN``-byte alignment."""
+    another with ``ALIGN``-byte alignment; and, for the images that are there, their device
+    addresses and row pitches."""
     n = len(images)
     offsets = np.full(n, -1, np.int64)
     shapes = np.zeros((n, 3), np.int64)
+    ptrs, pitches = [], []
     pos = 0
     for i, img in enumerate(images):
         if img is None:
             continue
-        shp = img.__cuda_array_interface__["shape"]
-        shapes[i] = (shp[0], shp[1], shp[2] if len(shp) > 2 else 1)
+        cai = img.__cuda_array_interface__
+        shp = cai["shape"]
+        h, w, c = shapes[i] = (shp[0], shp[1], shp[2] if len(shp) > 2 else 1)
+        strides = cai.get("strides")
+        ptrs.append(cai["data"][0])
+        pitches.append(strides[0] if strides else w * c)
         offsets[i] = pos
-        pos += -(-int(np.prod(shapes[i])) // ALIGN) * ALIGN
-    return offsets, shapes, pos
+        pos += -(-int(h * w * c) // ALIGN) * ALIGN
+    return offsets, shapes, pos, ptrs, pitches
 
 
 class Server:
@@ -116,25 +122,17 @@ class Server:
         return out
 
     def copy(self, slot: int, images: list) -> tuple:
-        offsets, shapes, total = layout(images)
+        from ..kernels.copy import copy_batch, copy_descriptors
+
+        offsets, shapes, total, ptrs, pitches = layout(images)
         base, nbytes = self.slots[slot]
         if total > nbytes:
             self.pending = images
             return ("big", total)
-        kind = self.rt.memcpyDeviceToDevice
-        for i, img in enumerate(images):
-            if img is None:
-                continue
-            cai = img.__cuda_array_interface__
-            h, w, c = (int(v) for v in shapes[i])
-            row = w * c
-            src = cai["data"][0]
-            st = cai.get("strides")
-            dst = base + int(offsets[i])
-            if st is None or st[0] == row:
-                self.rt.memcpyAsync(dst, src, h * row, kind, self.stream.ptr)
-            else:  # pitched rows
-                self.rt.memcpy2DAsync(dst, row, src, st[0], row, h, kind, self.stream.ptr)
+        there = offsets >= 0
+        h, w, c = shapes[there].T
+        descs = copy_descriptors(ptrs, base + offsets[there], pitches, w * c, h)
+        copy_batch(descs, self.device_id, self.stream)  # one launch for the batch
         if self.event:
             self.rt.eventRecord(self.event, self.stream.ptr)
         else:

@@ -229,3 +229,41 @@ def test_color_matrix(stream):
     for i, im in enumerate(imgs):
         want = np.clip(np.rint(im.astype(np.float64) @ m[i].T + off[i]), 0, 255)
         assert np.abs(cupy.asnumpy(got[i]).astype(int) - want).max() <= 1
+
+
+def test_copy_batch_packs_contiguous_pitched_and_misaligned_images(stream):
+    from dlpipe.kernels.copy import CHUNK, copy_batch, copy_descriptors
+
+    rng = np.random.default_rng(7)
+    srcs, ptrs, pitches, rows, row_bytes = [], [], [], [], []
+    for k in range(40):
+        h, w = (int(v) for v in rng.integers(1, 300, 2))
+        c = (1, 3, 4)[k % 3]
+        host = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+        if k % 4 == 1:  # pitched rows: a view of a wider image
+            dev = cupy.asarray(np.pad(host, ((0, 0), (0, 7), (0, 0))))[:, :w]
+        elif k % 4 == 2:  # a start that is not 16-byte aligned
+            flat = cupy.zeros(host.size + 3, np.uint8)
+            flat[3:] = cupy.asarray(host.ravel())
+            dev = flat[3:].reshape(host.shape)
+        elif k == 3:  # a large one: many CHUNK rows, the last one short
+            host = rng.integers(0, 256, (CHUNK // 3 + 5, 7, 3), dtype=np.uint8)
+            dev = cupy.asarray(host)
+        else:
+            dev = cupy.asarray(host)
+        srcs.append((host, dev))
+        ptrs.append(dev.data.ptr)
+        pitches.append(dev.strides[0])
+        rows.append(dev.shape[0])
+        row_bytes.append(dev.shape[1] * dev.shape[2])
+    sizes = [h.nbytes for h, _ in srcs]
+    offsets = np.concatenate([[0], np.cumsum([-(-s // 256) * 256 for s in sizes])])
+    out = cupy.full(int(offsets[-1]) + 64, 0xAB, np.uint8)  # + a guard: nothing written past
+    descs = copy_descriptors(ptrs, out.data.ptr + offsets[:-1], pitches, row_bytes, rows)
+    copy_batch(descs, out.device.id, stream)
+    got = cupy.asnumpy(out, stream=stream)
+    stream.synchronize()
+    for (host, _), off, size in zip(srcs, offsets, sizes, strict=False):
+        np.testing.assert_array_equal(got[off : off + size], host.ravel())
+        assert (got[off + size : -(-(off + size) // 256) * 256] == 0xAB).all()  # the gap
+    assert (got[-64:] == 0xAB).all()
