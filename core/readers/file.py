@@ -97,7 +97,7 @@ class FileReader(ShardedReader, Operator):
     Give the files in exactly one way: ``file_root`` alone (each immediate subdirectory, sorted,
     is a class), ``file_list`` (lines of ``name label``), or ``files`` (+ optional ``labels``).
     Sharding, shuffling and padding follow DALI (see ``readers/_sharding.py``). On Linux the
-    files of a batch are read by a helper process into shared memory (``_read_process.py``;
+    files of a batch are read by helper processes into shared memory (``_read_process.py``;
     ``DLPIPE_READ_PROCESS=0`` reads them in the pipeline's process instead).
 
     Example:
