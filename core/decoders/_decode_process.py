@@ -64,13 +64,10 @@ def _release(cupy, free: list, slot: int, stream, device_id: int) -> None:
 
 def back_to_back(bufs: list[np.ndarray]) -> list[np.ndarray]:
     """``bufs`` (1-D uint8, contiguous) as few arrays as may be: neighbours that lie back to back
-    in one buffer, as the files of a read process's batch do, become one view of it.
-
-    The lane copies each run into the mapped memfd with a plain memcpy that keeps the GIL: 0.6
-    ms for a batch of 11 MB. Ways that give the GIL up cost more, as getting it back waits
-    for the pipeline's other threads, up to the 5 ms switch interval each time: a ``pwritev``
-    took 3-4 ms per batch on the H100 and a numpy copy per run about 6 ms (BENCHMARKS.md,
-    sixth session)."""
+    in one buffer, as the files of a read process's batch do, become one view of it. The input
+    goes to the server in a copy per run, each without the GIL: a ``pwritev`` into the memfd
+    took 3-4 ms per batch of 11 MB on the H100 (the kernel's per-page work), and a copy per
+    sample would take the GIL back once per sample."""
     runs: list[np.ndarray] = []
     owner, start, end = None, 0, 0
     for b in bufs:
@@ -116,7 +113,7 @@ class DecodeProcess:
         self._proc, fd = start("dlpipe-decode", INPUT_BYTES, ["-m", _SERVER, str(device_id)])
         self._stop = weakref.finalize(self, stop, self._proc, fd)
         # this process's mapping of the memfd; pages are touched by the first batches only
-        self._input = memoryview(mmap.mmap(fd, INPUT_BYTES))
+        self._input = np.frombuffer(mmap.mmap(fd, INPUT_BYTES), np.uint8)
         self._ready: bool | None = None  # the server's first message not read yet
         self.failure = ""  # why the server could not start, or stopped answering
         self.config: dict | None = None  # the decoder configuration sent last
@@ -236,8 +233,8 @@ class DecodeProcess:
         if total > INPUT_BYTES:
             return None
         pos = 0
-        for run in back_to_back(bufs):  # memcpy, holding the GIL (see back_to_back)
-            self._input[pos : pos + run.nbytes] = memoryview(run)
+        for run in back_to_back(bufs):  # numpy copies without the GIL
+            self._input[pos : pos + run.nbytes] = run
             pos += run.nbytes
         # a first guess: JPEGs take about a tenth of their pixels' bytes
         slot = self._slot(self._largest or max(1 << 20, 12 * total))

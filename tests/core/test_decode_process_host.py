@@ -221,7 +221,7 @@ def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot(monkeypat
     proc = _client()
     fd = os.memfd_create("test-decode", 0)
     os.ftruncate(fd, 4096)
-    proc._input = memoryview(mmap.mmap(fd, 4096))  # as __init__ maps it
+    proc._input = np.frombuffer(mmap.mmap(fd, 4096), np.uint8)  # as __init__ maps it
     proc._event = "server-event"
     memory = np.arange(1000, dtype=np.uint8)  # samples 2 and 3 back to back: one copy
     samples = [((np.arange(5) + 5) % 256).astype(np.uint8), memory[:0], memory[3:303]]
