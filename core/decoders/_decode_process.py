@@ -9,9 +9,8 @@ processes; one loop alone gave 22,370 (BENCHMARKS.md). Here the decoder runs in
 ``_decode_server.py``, a process of its own per decode lane, and the lane's thread makes one
 request and reads one reply per batch.
 
-The encoded samples go to the server through a memfd that both processes map: one copy
-per run of samples that lie back to back in memory (a read process's batch is a few such
-runs), each with the GIL released. The server decodes, then copies the images into a device
+The encoded samples go to the server through a memfd that both processes map (one
+``pwritev``, with the GIL released). The server decodes, then copies the images into a device
 buffer that this process allocated and shared by its CUDA IPC handle (a *slot*), and records
 an interprocess CUDA event that the lane's stream waits for; the batch's samples are views of
 the slot. A slot is used again once the last of those views is gone and the GPU
@@ -21,7 +20,7 @@ in-process decoder are. A batch too big for the shared memory is decoded in this
 
 from __future__ import annotations
 
-import mmap
+import os
 import pickle
 import weakref
 
@@ -31,6 +30,7 @@ from .._helper_process import allowed, start, stop
 from ..errors import PipelineError
 
 INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
+_IOV_MAX = 1024  # buffers per pwritev
 SPARE_SLOTS = 2  # free slots still read by the GPU, before a decode waits for one
 _SERVER = "dlpipe.decoders._decode_server"  # the server's module
 
@@ -62,44 +62,6 @@ def _release(cupy, free: list, slot: int, stream, device_id: int) -> None:
     free.append((slot, event))  # atomic: safe from any thread
 
 
-def back_to_back(bufs: list[np.ndarray]) -> list[np.ndarray]:
-    """``bufs`` (1-D uint8, contiguous) as few arrays as may be: neighbours that lie back to back
-    in one buffer, as the files of a read process's batch do, become one view of it. The input
-    goes to the server in a copy per run, each without the GIL: a ``pwritev`` into the memfd
-    took 3-4 ms per batch of 11 MB on the H100 (the kernel's per-page work), and a copy per
-    sample would take the GIL back once per sample."""
-    runs: list[np.ndarray] = []
-    owner, start, end = None, 0, 0
-    for b in bufs:
-        if not b.nbytes:  # an empty file adds nothing (and its address may be anywhere)
-            continue
-        addr = b.__array_interface__["data"][0]
-        if owner is not None and b.base is owner and addr == end:
-            end += b.nbytes
-            continue
-        if owner is not None:
-            runs.append(_span(owner, start, end))
-        base = b.base
-        if (
-            isinstance(base, np.ndarray)
-            and base.ndim == 1
-            and base.dtype == np.uint8
-            and base.flags.c_contiguous
-        ):
-            owner, start, end = base, addr, addr + b.nbytes
-        else:
-            owner = None
-            runs.append(b)
-    if owner is not None:
-        runs.append(_span(owner, start, end))
-    return runs
-
-
-def _span(owner: np.ndarray, start: int, end: int) -> np.ndarray:
-    at = owner.__array_interface__["data"][0]
-    return owner[start - at : end - at]
-
-
 class DecodeProcess:
     """One server process on GPU ``device_id``, its shared memory and its slots. ``decode`` is
     called from one thread at a time (a decode lane's). ``who`` names the operator in errors.
@@ -112,8 +74,7 @@ class DecodeProcess:
         self.cupy, self.device_id, self.who = cupy, device_id, who
         self._proc, fd = start("dlpipe-decode", INPUT_BYTES, ["-m", _SERVER, str(device_id)])
         self._stop = weakref.finalize(self, stop, self._proc, fd)
-        # this process's mapping of the memfd; pages are touched by the first batches only
-        self._input = np.frombuffer(mmap.mmap(fd, INPUT_BYTES), np.uint8)
+        self._fd = fd
         self._ready: bool | None = None  # the server's first message not read yet
         self.failure = ""  # why the server could not start, or stopped answering
         self.config: dict | None = None  # the decoder configuration sent last
@@ -233,9 +194,13 @@ class DecodeProcess:
         if total > INPUT_BYTES:
             return None
         pos = 0
-        for run in back_to_back(bufs):  # numpy copies without the GIL
-            self._input[pos : pos + run.nbytes] = run
-            pos += run.nbytes
+        for k in range(0, len(bufs), _IOV_MAX):
+            want = sum(sizes[k : k + _IOV_MAX])
+            done = os.pwritev(self._fd, bufs[k : k + _IOV_MAX], pos)
+            if done != want:  # a short write (not seen on a memfd): the rest in one piece
+                rest = b"".join(bytes(b) for b in bufs[k : k + _IOV_MAX])[done:]
+                os.pwrite(self._fd, rest, pos + done)
+            pos += want
         # a first guess: JPEGs take about a tenth of their pixels' bytes
         slot = self._slot(self._largest or max(1 << 20, 12 * total))
         self._send(("decode", slot, sizes))
