@@ -8,13 +8,21 @@ from dlpipe.decoders._decode_server import ALIGN, layout
 
 
 class _Image:
-    def __init__(self, *shape):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "data": (0, False)}
+    def __init__(self, *shape, ptr=0, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "data": (ptr, False)}
+        if strides:
+            self.__cuda_array_interface__["strides"] = strides
 
 
 def test_images_are_packed_in_order_aligned_and_failures_marked():
-    images = [_Image(3, 5, 3), None, _Image(100, 200, 3), _Image(7, 9, 1), _Image(4, 4)]
-    offsets, shapes, total = layout(images)
+    images = [
+        _Image(3, 5, 3, ptr=1000),
+        None,
+        _Image(100, 200, 3, ptr=2000, strides=(640, 3, 1)),  # pitched rows
+        _Image(7, 9, 1, ptr=3000),
+        _Image(4, 4, ptr=4000),
+    ]
+    offsets, shapes, total, ptrs, pitches = layout(images)
     sizes = [45, 0, 60000, 63, 16]
     want, pos = [], 0
     for img, size in zip(images, sizes, strict=True):
@@ -25,6 +33,8 @@ def test_images_are_packed_in_order_aligned_and_failures_marked():
     assert shapes.tolist() == [[3, 5, 3], [0, 0, 0], [100, 200, 3], [7, 9, 1], [4, 4, 1]]
     assert total == pos == 60928
     assert all(o % ALIGN == 0 for o in offsets if o >= 0)
+    assert ptrs == [1000, 2000, 3000, 4000]  # the images that are there
+    assert pitches == [15, 640, 9, 4]
 
 
 def test_decode_process_can_be_turned_off(monkeypatch):
