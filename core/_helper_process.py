@@ -1,11 +1,18 @@
-"""What the helper processes share (the read process of ``readers.file``, the decode processes
-of the mixed decoder): whether one may run here, and how one is stopped."""
+"""What the helper processes share (the read processes of ``readers.file``, the decode processes
+of the mixed decoder): whether one may run here, how one is started and stopped, and where a
+batch's bytes lie in shared memory that another helper may map for itself (``Region``)."""
 
 from __future__ import annotations
 
+import itertools
+import mmap
 import os
 import subprocess
 import sys
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
 
 
 def allowed(variable: str) -> bool:
@@ -54,3 +61,71 @@ def stop(proc: subprocess.Popen | list[subprocess.Popen], fd: int) -> None:
             p.kill()
             p.wait()
     os.close(fd)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A memfd mapped in this process that other processes of this user may map too: a read
+    process's slots, which a decode process then decodes from without a copy."""
+
+    key: tuple  # unique for good (a path's fd number is used again once closed)
+    path: str  # /proc/PID/fd/FD: how another process opens the memfd
+    start: int  # the mapping's address in this process
+    size: int
+    inode: int  # the memfd's: what opened by ``path`` must be
+
+
+_REGIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # mmap -> Region
+_KEYS = itertools.count()
+
+
+def share(memory: mmap.mmap, fd: int) -> None:
+    """Let other helpers map ``memory`` (a mapping of the memfd ``fd``) while ``fd`` is open;
+    ``unshare`` it before closing ``fd``."""
+    first = np.frombuffer(memory, np.uint8, count=1)
+    address = first.__array_interface__["data"][0]
+    del first  # no buffer export left behind: the mapping may be closed
+    pid = os.getpid()
+    key, path = (pid, next(_KEYS)), f"/proc/{pid}/fd/{fd}"
+    _REGIONS[memory] = Region(key, path, address, len(memory), os.fstat(fd).st_ino)
+
+
+def unshare(memory: mmap.mmap) -> None:
+    _REGIONS.pop(memory, None)
+
+
+def open_region(path: str, size: int, inode: int) -> mmap.mmap | None:
+    """Another process's shared region, mapped in this one (see ``Region``); None when it
+    cannot be opened here (no /proc, another user) or ``path`` names another file by now."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_ino != inode or st.st_size < size:
+            return None
+        return mmap.mmap(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def locate(arrays: list) -> tuple[Region, list[int]] | None:
+    """The shared region that every one of ``arrays`` (1-D uint8 numpy arrays) is a view of,
+    and each one's offset in it; None when any lies elsewhere (then copy them)."""
+    region = None
+    offsets = []
+    for a in arrays:
+        owner = a.base  # a read slot's views: of a batch array, of a memoryview of the mapping
+        while isinstance(owner, np.ndarray):
+            owner = owner.base
+        if isinstance(owner, memoryview):
+            owner = owner.obj
+        r = _REGIONS.get(owner) if isinstance(owner, mmap.mmap) else None
+        if r is None or (region is not None and r is not region) or not a.flags.c_contiguous:
+            return None
+        region = r
+        offsets.append(a.__array_interface__["data"][0] - r.start)
+    return (region, offsets) if region is not None else None

@@ -9,8 +9,9 @@ processes; one loop alone gave 22,370 (BENCHMARKS.md). Here the decoder runs in
 ``_decode_server.py``, a process of its own per decode lane, and the lane's thread makes one
 request and reads one reply per batch.
 
-The encoded samples go to the server through a memfd that both processes map (one
-``pwritev``, with the GIL released). The server decodes, then copies the images into a device
+The encoded samples of a batch read by ``readers.file`` stay where its read processes put them:
+the server maps those slots too (``_helper_process.Region``) and decodes from them. Other
+samples go through a memfd that both processes map (one ``pwritev``, with the GIL released). The server decodes, then copies the images into a device
 buffer that this process allocated and shared by its CUDA IPC handle (a *slot*), and records
 an interprocess CUDA event that the lane's stream waits for; the batch's samples are views of
 the slot. A slot is used again once the last of those views is gone and the GPU
@@ -26,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, start, stop
+from .._helper_process import allowed, locate, start, stop
 from ..errors import PipelineError
 
 INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
@@ -83,6 +84,7 @@ class DecodeProcess:
         self._free: list = []  # (slot, event or None)
         self._dropped: list = []  # memory of dropped slots, until the server has closed them
         self._largest = 0  # the most bytes a batch took; new slots get a quarter more
+        self._mapped: dict = {}  # region key -> whether the server maps it (see _maps)
         with cupy.cuda.Device(device_id):  # recorded by the server after each batch's copies
             self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
             self._send(("event", cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))
@@ -125,6 +127,7 @@ class DecodeProcess:
         """Free the slots no batch holds and the server's images kept for the next batch (an
         idle process keeps only its context and decoders), and forget the batch sizes seen."""
         self._largest = 0
+        self._mapped.clear()  # the server lets go of the regions it mapped
         while self._free:
             slot, event = self._free.pop()
             if event is not None:
@@ -191,19 +194,17 @@ class DecodeProcess:
         bufs = [np.ascontiguousarray(s) for s in samples]
         sizes = [b.nbytes for b in bufs]
         total = sum(sizes)
-        if total > INPUT_BYTES:
-            return None
-        pos = 0
-        for k in range(0, len(bufs), _IOV_MAX):
-            want = sum(sizes[k : k + _IOV_MAX])
-            done = os.pwritev(self._fd, bufs[k : k + _IOV_MAX], pos)
-            if done != want:  # a short write (not seen on a memfd): the rest in one piece
-                rest = b"".join(bytes(b) for b in bufs[k : k + _IOV_MAX])[done:]
-                os.pwrite(self._fd, rest, pos + done)
-            pos += want
+        found = locate(bufs)
+        if found is not None and self._maps(found[0]):
+            source = (found[0].key, found[1])  # the server reads the read process's slot
+        else:
+            if total > INPUT_BYTES:
+                return None
+            self._write(bufs, sizes)
+            source = None
         # a first guess: JPEGs take about a tenth of their pixels' bytes
         slot = self._slot(self._largest or max(1 << 20, 12 * total))
-        self._send(("decode", slot, sizes))
+        self._send(("decode", slot, sizes, source))
         reply = self._recv()
         if reply[0] == "big":  # kept in the server for a larger slot
             self._largest = reply[1]
@@ -219,6 +220,28 @@ class DecodeProcess:
         weakref.finalize(lease, _release, self.cupy, self._free, slot, stream, self.device_id)
         ptrs = np.where(offsets >= 0, np.uint64(memory.ptr) + offsets.astype(np.uint64), 0)
         return lease, ptrs.astype(np.uint64), shapes
+
+    def _maps(self, region) -> bool:
+        """Whether the server has mapped ``region`` (a read process's slots), so that it
+        decodes the samples there: no copy into this process's memfd, which took 3-4 ms of a
+        lane's time per batch on the H100. Asked once per region."""
+        ok = self._mapped.get(region.key)
+        if ok is None:
+            self._send(("map", region.key, region.path, region.size, region.inode))
+            ok = self._mapped[region.key] = self._recv()[1]
+        return ok
+
+    def _write(self, bufs: list[np.ndarray], sizes: list[int]) -> None:
+        """The samples, back to back from the start of the memfd (``pwritev``: the GIL is
+        given up once for the batch)."""
+        pos = 0
+        for k in range(0, len(bufs), _IOV_MAX):
+            want = sum(sizes[k : k + _IOV_MAX])
+            done = os.pwritev(self._fd, bufs[k : k + _IOV_MAX], pos)
+            if done != want:  # a short write (not seen on a memfd): the rest in one piece
+                rest = b"".join(bytes(b) for b in bufs[k : k + _IOV_MAX])[done:]
+                os.pwrite(self._fd, rest, pos + done)
+            pos += want
 
     def close(self) -> None:
         """End the server. Batches already handed out stay valid: each holds its slot's

@@ -10,13 +10,17 @@ requests on stdin and replies on stdout:
   engines' share), ``options``, ``threads`` and ``output_type`` (a ``DALIImageType`` name).
   A decoder is made per configuration and kept (no reply);
 * ``("ping",)``: reply ``("pong",)``, once every request before it is done;
-* ``("trim",)``: let go of the images kept for the next batch, of every configuration (the
-  process goes idle; no reply);
+* ``("trim",)``: let go of the images kept for the next batch, of every configuration, and of
+  the regions mapped (the process goes idle; no reply);
 * ``("event", handle)``: the pipeline process's interprocess CUDA event, recorded after each
   batch's copies (no reply);
 * ``("open", slot, handle, nbytes)``: a device buffer of the pipeline's process, by its CUDA IPC
   handle (no reply); ``("drop", slot)``: close it (no reply);
-* ``("decode", slot, sizes)``: decode the batch and copy the images, one after another and
+* ``("map", key, path, size, inode)``: map another process's shared memory (a read process's
+  slots, ``_helper_process.Region``). Reply ``("mapped", ok)``; kept until ``("trim",)``;
+* ``("decode", slot, sizes, source)``: decode the batch (its samples back to back from the
+  start of ``FD`` when ``source`` is None, else at ``offsets`` in the region ``key`` for
+  ``source = (key, offsets)``) and copy the images, one after another and
   256-byte aligned, into buffer ``slot`` (one kernel launch, ``kernels/copy.py``). Reply ``("ok", offsets, shapes, nbytes)``: int64
   arrays, the offset -1 where a sample did not decode (the pipeline's process decodes those on
   the CPU), and the bytes used; or ``("big", nbytes)``: the images need more than the buffer
@@ -40,6 +44,8 @@ import sys
 import traceback
 
 import numpy as np
+
+from .._helper_process import open_region
 
 ALIGN = 256
 
@@ -81,6 +87,7 @@ class Server:
         self.decoder = self.params = None
         self.spare: list = []  # the last batch's images, decoded into again
         self.pending: tuple | None = None  # images waiting for a larger slot
+        self.regions: dict = {}  # key -> mmap of another process's shared memory
         self.event = 0  # the pipeline process's event (0: none, synchronise instead)
 
     def configure(self, config: dict) -> None:
@@ -102,16 +109,21 @@ class Server:
             self.decoders[key] = (decoder, params, [])
         self.decoder, self.params, self.spare = self.decoders[key]
 
-    def decode(self, sizes: list[int]) -> tuple:
+    def decode(self, sizes: list[int], source: tuple | None = None) -> tuple:
         from nvidia import nvimgcodec as nvi
 
         from ._nvimgcodec import decode_blobs
 
         if self.decoder is None:
             raise RuntimeError("no decoder configuration was sent")
-        ends = np.cumsum(sizes)
-        data = np.frombuffer(self.memory, np.uint8, count=int(ends[-1]) if len(sizes) else 0)
-        blobs = np.split(data, ends[:-1])
+        if source is None:
+            ends = np.cumsum(sizes)
+            count = int(ends[-1]) if len(sizes) else 0
+            blobs = np.split(np.frombuffer(self.memory, np.uint8, count=count), ends[:-1])
+        else:
+            key, offsets = source
+            data = np.frombuffer(self.regions[key], np.uint8)
+            blobs = [data[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
         k = len(blobs)
         images = None
         if len(self.spare) >= k:
@@ -152,7 +164,14 @@ class Server:
             self.stream.synchronize()  # the last copies out of those images are done
             for _, _, spare in self.decoders.values():
                 spare.clear()
+            self.regions.clear()
             return None
+        if kind == "map":
+            _, key, path, size, inode = req
+            memory = open_region(path, size, inode)
+            if memory is not None:
+                self.regions[key] = memory
+            return ("mapped", memory is not None)
         if kind == "event":
             self.event = self.rt.ipcOpenEventHandle(req[1])
             return None
@@ -164,7 +183,7 @@ class Server:
             self.rt.ipcCloseMemHandle(self.slots.pop(req[1])[0])
             return None
         if kind == "decode":
-            return self.copy(req[1], self.decode(req[2]))
+            return self.copy(req[1], self.decode(req[2], req[3]))
         if kind == "copy":
             return self.copy(req[1], self.pending)
         return ("error", f"unknown request {kind!r}")

@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, spawn, start, stop
+from .._helper_process import allowed, share, spawn, start, stop, unshare
 from ..errors import PipelineError
 
 SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read processes
@@ -56,9 +56,10 @@ class ReadProcess:
         args = ["-I", "-S", _SERVER, str(threads or THREADS)]
         first, fd = start("dlpipe-read", SLOT_BYTES * SLOTS, args)
         self._procs = [first]
-        self._stop = weakref.finalize(self, stop, self._procs, fd)
-        self._procs += [spawn(args, fd) for _ in range(processes - 1)]
         self._memory = mmap.mmap(fd, SLOT_BYTES * SLOTS)
+        share(self._memory, fd)  # decode processes decode from the slots without a copy
+        self._stop = weakref.finalize(self, _end, self._memory, self._procs, fd)
+        self._procs += [spawn(args, fd) for _ in range(processes - 1)]
         self.owner = os.getpid()  # a forked child must not talk to its parent's processes
         self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
         self._broken = ""  # why the processes can no longer be used
@@ -88,7 +89,7 @@ class ReadProcess:
             codes = ", ".join(str(p.poll()) for p in self._procs)
             # the others may still owe a reply: none of them can be trusted to answer in turn
             self._broken = f"a read process exited unexpectedly (exit codes {codes})"
-            self._stop()
+            self.close()
             raise PipelineError(
                 f"{self.who}: {self._broken}; see its message above, if any"
             ) from None
@@ -114,3 +115,8 @@ class ReadProcess:
         """End the processes. Arrays already handed out stay valid: the mapping lives as long
         as they do."""
         self._stop()
+
+
+def _end(memory: mmap.mmap, procs: list, fd: int) -> None:
+    unshare(memory)  # before the fd's number can name another file
+    stop(procs, fd)

@@ -3,6 +3,8 @@ so it runs in CI; the server itself is tested on the GPU in tests/gpu/test_decod
 
 from __future__ import annotations
 
+import numpy as np
+
 from dlpipe.decoders import _decode_process
 from dlpipe.decoders._decode_server import ALIGN, layout
 
@@ -86,6 +88,7 @@ def _client():
     proc = _decode_process.DecodeProcess.__new__(_decode_process.DecodeProcess)
     proc.cupy, proc.device_id, proc.who = _Cupy, 0, "decoders.image"
     proc._slots, proc._free, proc._dropped, proc._largest, proc._next_slot = {}, [], [], 0, 0
+    proc._mapped = {}
     proc.sent = []
     proc._send = proc.sent.append
     proc._recv = lambda: proc._dropped.clear() or ("pong",)
@@ -205,7 +208,7 @@ def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot(monkeypat
     assert written == b"".join(s.tobytes() for s in samples)  # back to back, from offset 0
     (request,) = [m for m in proc.sent if m[0] == "decode"]
     slot = request[1]
-    assert request == ("decode", slot, [5, 0, 300, 17])
+    assert request == ("decode", slot, [5, 0, 300, 17], None)  # not in a shared region
     base = proc._slots[slot].ptr
     assert ptrs.dtype == np.uint64 and ptrs.tolist() == [base, 0, base + 256, base + 512]
     assert got_shapes is shapes and lease.memory is proc._slots[slot]
@@ -226,3 +229,104 @@ def test_take_frees_the_slots_let_go_of_while_idle(monkeypatch):
     assert _decode_process.take(0) is held  # 'died' (the newer) failed to trim: stopped
     assert died.closed and held.trimmed and not held._free
     assert _decode_process.take(0) is fresh  # none idle any more
+
+
+def _shared(nbytes=1 << 16):
+    """A memfd mapped here and shared, as a read process's slots are."""
+    import mmap
+    import os
+
+    from dlpipe import _helper_process
+
+    fd = os.memfd_create("test-region", 0)
+    os.ftruncate(fd, nbytes)
+    memory = mmap.mmap(fd, nbytes)
+    _helper_process.share(memory, fd)
+    return memory, fd
+
+
+def test_samples_in_a_read_slot_are_decoded_where_they_lie(monkeypatch):
+    import os
+
+    from dlpipe import _helper_process
+
+    monkeypatch.setattr(_decode_process, "_release", lambda *a: None)
+    memory, fd = _shared()
+    try:
+        region = _helper_process._REGIONS[memory]
+        # a batch's views of one slot, as ReadProcess.read hands them out
+        base = np.frombuffer(memory, np.uint8, count=1000, offset=4096)
+        samples = [base[0:5], base[5:305], base[400:417], base[0:5]]
+        proc = _client()
+        proc._fd = -1  # a pwritev would fail: nothing is copied
+        proc._event = "server-event"
+        ok = ("ok", np.zeros(4, np.int64), np.ones((4, 3), np.int64), 768)
+        replies = iter([("mapped", True), ok, ok])
+        proc._recv = lambda: next(replies)
+        stream = _Stream()
+        proc.decode(samples, stream)
+        proc.decode(samples[1:3], stream)  # mapped already: not asked again
+        maps = [m for m in proc.sent if m[0] == "map"]
+        assert maps == [("map", region.key, f"/proc/{os.getpid()}/fd/{fd}", 1 << 16, region.inode)]
+        first, second = [m for m in proc.sent if m[0] == "decode"]
+        assert first[2:] == ([5, 300, 17, 5], (region.key, [4096, 4101, 4496, 4096]))
+        assert second[2:] == ([300, 17], (region.key, [4101, 4496]))
+        # a sample from elsewhere in the batch: the batch goes through the memfd instead
+        assert _helper_process.locate([*samples, np.zeros(3, np.uint8)]) is None
+        _helper_process.unshare(memory)
+        assert _helper_process.locate(samples) is None
+    finally:
+        os.close(fd)
+
+
+def test_a_region_the_server_cannot_map_is_copied_instead(monkeypatch):
+    import os
+
+    monkeypatch.setattr(_decode_process, "_release", lambda *a: None)
+    memory, fd = _shared()
+    out = os.memfd_create("test-decode", 0)
+    try:
+        memory[100:110] = bytes(range(10))
+        samples = [np.frombuffer(memory, np.uint8, count=10, offset=100)[2:7]]
+        proc = _client()
+        proc._fd, proc._event = out, "server-event"
+        ok = ("ok", np.zeros(1, np.int64), np.ones((1, 3), np.int64), 256)
+        replies = iter([("mapped", False), ok, ok])
+        proc._recv = lambda: next(replies)
+        proc.decode(samples, _Stream())
+        proc.decode(samples, _Stream())  # not asked again either
+        assert [m[0] for m in proc.sent if m[0] in ("map", "decode")] == ["map", "decode", "decode"]
+        assert all(m[3] is None for m in proc.sent if m[0] == "decode")
+        assert os.pread(out, 5, 0) == bytes(range(2, 7))
+    finally:
+        os.close(fd)
+        os.close(out)
+
+
+def test_a_shared_region_opens_in_another_process_only_as_itself(tmp_path):
+    # the server's side, in this process: the path opens the same memory; a path whose fd
+    # number names another file by now (another inode) is refused, as is one that is gone
+    import os
+    import subprocess
+    import sys
+
+    from dlpipe import _helper_process
+
+    memory, fd = _shared(8192)
+    try:
+        memory[:5] = b"hello"
+        r = _helper_process._REGIONS[memory]
+        code = (
+            "import sys; from dlpipe._helper_process import open_region as o; "
+            f"m = o({r.path!r}, {r.size}, {r.inode}); "
+            f"bad = o({r.path!r}, {r.size}, {r.inode + 1}), o('/proc/no/such', 1, 1); "
+            "sys.stdout.write(repr((bytes(m[:5]), bad)))"
+        )
+        # the child opens the parent's /proc path, as a decode server does
+        got = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        assert got == "(b'hello', (None, None))"
+    finally:
+        _helper_process.unshare(memory)
+        os.close(fd)

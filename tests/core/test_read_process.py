@@ -204,3 +204,21 @@ def test_a_forked_child_gets_its_own_read_process(files):
     data, _ = pipe.run()  # the parent's read process still answers the parent
     assert reader._process._procs[0] is parent_proc and len(data) == 2
     pipe.close()
+
+
+def test_a_batch_is_found_in_its_shared_region_until_the_reader_closes(files):
+    # what lets a decode process decode the batch where it lies (_helper_process.locate)
+    from dlpipe import _helper_process
+
+    rp = ReadProcess("test", processes=2)
+    try:
+        batch = rp.read(files)
+        region, offsets = _helper_process.locate(batch)
+        memory = np.frombuffer(rp._memory, np.uint8)
+        for off, arr, path in zip(offsets, batch, files, strict=True):
+            np.testing.assert_array_equal(memory[off : off + arr.size], read_file(path))
+        assert os.stat(region.path).st_ino == region.inode  # the path opens the memfd
+        del memory
+    finally:
+        rp.close()
+    assert _helper_process.locate(batch) is None  # its fd is closed: nobody may open it now
