@@ -117,15 +117,19 @@ def locate(arrays: list) -> tuple[Region, list[int]] | None:
     and each one's offset in it; None when any lies elsewhere (then copy them)."""
     region = None
     offsets = []
+    seen = None  # the samples of one batch share their base: look it up once
     for a in arrays:
-        owner = a.base  # a read slot's views: of a batch array, of a memoryview of the mapping
-        while isinstance(owner, np.ndarray):
-            owner = owner.base
-        if isinstance(owner, memoryview):
-            owner = owner.obj
-        r = _REGIONS.get(owner) if isinstance(owner, mmap.mmap) else None
-        if r is None or (region is not None and r is not region) or not a.flags.c_contiguous:
+        if a.base is not seen or seen is None:
+            owner = seen = a.base  # a read slot's views: of a batch array, of a memoryview
+            while isinstance(owner, np.ndarray):
+                owner = owner.base
+            if isinstance(owner, memoryview):
+                owner = owner.obj
+            r = _REGIONS.get(owner) if isinstance(owner, mmap.mmap) else None
+            if r is None or (region is not None and r is not region):
+                return None
+            region = r
+        if not a.flags.c_contiguous:
             return None
-        region = r
-        offsets.append(a.__array_interface__["data"][0] - r.start)
+        offsets.append(a.__array_interface__["data"][0] - region.start)
     return (region, offsets) if region is not None else None
