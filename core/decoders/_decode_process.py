@@ -9,14 +9,15 @@ processes; one loop alone gave 22,370 (BENCHMARKS.md). Here the decoder runs in
 ``_decode_server.py``, a process of its own per decode lane, and the lane's thread makes one
 request and reads one reply per batch.
 
-The encoded samples of a batch read by ``readers.file`` stay where its read processes put them:
-the server maps those slots too (``_helper_process.Region``) and decodes from them. Other
-samples go through a memfd that both processes map (one ``pwritev``, with the GIL released). The server decodes, then copies the images into a device
-buffer that this process allocated and shared by its CUDA IPC handle (a *slot*), and records
-an interprocess CUDA event that the lane's stream waits for; the batch's samples are views of
-the slot. A slot is used again once the last of those views is gone and the GPU
-work queued before that on the lane's stream has passed, as the decoded images of the
-in-process decoder are. A batch too big for the shared memory is decoded in this process.
+The encoded samples of a batch read by ``readers.file`` stay where its read processes put
+them: the server maps those slots too (``_helper_process.Region``) and decodes from them.
+Other samples go through a memfd that both processes map (one ``pwritev``, with the GIL
+released). The server decodes, then copies the images into a device buffer that this process
+allocated and shared by its CUDA IPC handle (a *slot*), and records an interprocess CUDA event
+that the lane's stream waits for; the batch's samples are views of the slot. A slot is used
+again once the last of those views is gone and the GPU work queued before that on the lane's
+stream has passed, as the decoded images of the in-process decoder are. A batch too big for
+the shared memory is decoded in this process.
 """
 
 from __future__ import annotations

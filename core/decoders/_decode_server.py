@@ -20,12 +20,12 @@ requests on stdin and replies on stdout:
   slots, ``_helper_process.Region``). Reply ``("mapped", ok)``; kept until ``("trim",)``;
 * ``("decode", slot, sizes, source)``: decode the batch (its samples back to back from the
   start of ``FD`` when ``source`` is None, else at ``offsets`` in the region ``key`` for
-  ``source = (key, offsets)``) and copy the images, one after another and
-  256-byte aligned, into buffer ``slot`` (one kernel launch, ``kernels/copy.py``). Reply ``("ok", offsets, shapes, nbytes)``: int64
-  arrays, the offset -1 where a sample did not decode (the pipeline's process decodes those on
-  the CPU), and the bytes used; or ``("big", nbytes)``: the images need more than the buffer
-  has, and are kept for the ``("copy", slot)`` that follows with a larger buffer (same
-  replies);
+  ``source = (key, offsets)``) and copy the images, one after another and 256-byte aligned,
+  into buffer ``slot`` (one kernel launch, ``kernels/copy.py``). Reply
+  ``("ok", offsets, shapes, nbytes)``: int64 arrays, the offset -1 where a sample did not
+  decode (the pipeline's process decodes those on the CPU), and the bytes used; or
+  ``("big", nbytes)``: the images need more than the buffer has, and are kept for the
+  ``("copy", slot)`` that follows with a larger buffer (same replies);
 * a failure replies ``("error", message)``.
 
 The reply comes once the copies are queued on this process's stream, followed by the event:
@@ -64,7 +64,8 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
             continue
         cai = img.__cuda_array_interface__
         shp = cai["shape"]
-        h, w, c = shapes[i] = (shp[0], shp[1], shp[2] if len(shp) > 2 else 1)
+        h, w, c = shp[0], shp[1], (shp[2] if len(shp) > 2 else 1)
+        shapes[i] = (h, w, c)
         strides = cai.get("strides")
         ptrs.append(cai["data"][0])
         pitches.append(strides[0] if strides else w * c)

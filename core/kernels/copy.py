@@ -43,7 +43,7 @@ def copy_batch(descs: np.ndarray, device_id: int, stream) -> None:
     if len(descs) == 0:
         return
     rows = -(-descs["total"] // descs["row_bytes"])
-    blocks = int(min(_MAX_BLOCKS, -(-int(rows.max()) // _BLOCK[1])))
+    blocks = int(min(_MAX_BLOCKS, max(1, -(-int(rows.max()) // _BLOCK[1]))))
     with stream:
         dev = upload(descs, stream)
         _get_copy_kernel(device_id)((blocks, len(descs), 1), _BLOCK, (dev,), stream=stream)
