@@ -75,12 +75,12 @@ class ReadProcess:
             return None
         slot = self._free.pop()
         offset = slot * SLOT_BYTES
-        share = SLOT_BYTES // len(self._procs)  # each process reads into its own share
+        part_bytes = SLOT_BYTES // len(self._procs)  # each process reads into its own part
         step = -(-len(paths) // len(self._procs)) or 1
         parts = list(enumerate(range(0, len(paths), step)))
         try:
             for k, j in parts:
-                request = (offset + k * share, share, paths[j : j + step])
+                request = (offset + k * part_bytes, part_bytes, paths[j : j + step])
                 pickle.dump(request, self._procs[k].stdin, protocol=5)
                 self._procs[k].stdin.flush()
             replies = [pickle.load(self._procs[k].stdout) for k, _ in parts]
