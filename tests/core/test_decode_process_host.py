@@ -330,3 +330,19 @@ def test_a_shared_region_opens_in_another_process_only_as_itself(tmp_path):
     finally:
         _helper_process.unshare(memory)
         os.close(fd)
+
+
+def test_copy_descriptors_cut_contiguous_images_into_chunks_and_keep_pitched_rows():
+    from dlpipe.kernels.copy import CHUNK, copy_descriptors
+
+    # a contiguous 100x200x3 image, a pitched one (rows 640 bytes apart), a 1-row image
+    d = copy_descriptors(
+        [1000, 2000, 3000], [0, 60_160, 72_960], [600, 640, 9], [600, 600, 9], [100, 20, 1]
+    )
+    assert d["src"].tolist() == [1000, 2000, 3000] and d["dst"].tolist() == [0, 60_160, 72_960]
+    assert d["total"].tolist() == [60_000, 12_000, 9]  # every byte of each image, once
+    # contiguous: any row length will do, so CHUNK-byte rows (the last one shorter)
+    assert d["row_bytes"].tolist() == [CHUNK, 600, CHUNK]
+    assert d["src_pitch"].tolist() == [CHUNK, 640, CHUNK]
+    rows = -(-d["total"] // d["row_bytes"])
+    assert rows.tolist() == [-(-60_000 // CHUNK), 20, 1]
