@@ -112,14 +112,17 @@ def open_region(path: str, size: int, inode: int) -> mmap.mmap | None:
         os.close(fd)
 
 
+_UNSEEN = object()
+
+
 def locate(arrays: list) -> tuple[Region, list[int]] | None:
     """The shared region that every one of ``arrays`` (1-D uint8 numpy arrays) is a view of,
     and each one's offset in it; None when any lies elsewhere (then copy them)."""
     region = None
     offsets = []
-    seen = None  # the samples of one batch share their base: look it up once
+    seen: object = _UNSEEN  # the last base looked up: a batch's samples share one
     for a in arrays:
-        if a.base is not seen or seen is None:
+        if a.base is not seen:
             owner = seen = a.base  # a read slot's views: of a batch array, of a memoryview
             while isinstance(owner, np.ndarray):
                 owner = owner.base

@@ -46,6 +46,7 @@ import traceback
 import numpy as np
 
 from .._helper_process import open_region
+from ..kernels.copy import copy_batch, copy_descriptors
 
 ALIGN = 256
 
@@ -135,8 +136,6 @@ class Server:
         return out
 
     def copy(self, slot: int, images: list) -> tuple:
-        from ..kernels.copy import copy_batch, copy_descriptors
-
         offsets, shapes, total, ptrs, pitches = layout(images)
         base, nbytes = self.slots[slot]
         if total > nbytes:

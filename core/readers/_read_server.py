@@ -64,7 +64,11 @@ def read_batch(
         (view, offset + k * share, offset + (k + 1) * share, paths[j : j + step], j)
         for k, j in enumerate(range(0, len(paths), step))
     ]
-    results = list(pool.map(lambda run: read_run(*run), runs))
+    results = (
+        [read_run(*run) for run in runs]
+        if pool is None
+        else list(pool.map(lambda run: read_run(*run), runs))
+    )
     for r in results:  # the first failure in batch order
         if r[0] != "ok":
             return r
@@ -75,17 +79,18 @@ def serve(threads: int, fd: int) -> None:
     size = os.fstat(fd).st_size
     view = memoryview(mmap.mmap(fd, size))
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    with ThreadPoolExecutor(threads) as pool:
-        while True:
-            try:
-                offset, limit, paths = pickle.load(requests)
-            except EOFError:
-                return
-            try:
-                pickle.dump(read_batch(pool, threads, view, offset, limit, paths), replies)
-                replies.flush()
-            except BrokenPipeError:  # the pipeline stopped listening: end quietly
-                os._exit(0)
+    # one reading thread (the default): this one, with no hand-off to a pool per batch
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    while True:
+        try:
+            offset, limit, paths = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            pickle.dump(read_batch(pool, threads, view, offset, limit, paths), replies)
+            replies.flush()
+        except BrokenPipeError:  # the pipeline stopped listening: end quietly
+            os._exit(0)
 
 
 if __name__ == "__main__":
