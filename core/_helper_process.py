@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def allowed(variable: str) -> bool:
-    """Whether this platform has what a helper process needs (memfd: Linux), and whether the
-    environment ``variable`` allows it (``0`` turns it off)."""
-    return hasattr(os, "memfd_create") and os.environ.get(variable, "1") != "0"
+def supported() -> bool:
+    """Whether this platform has what a helper process needs (memfd: Linux). Whether a pipeline
+    uses them is its ``RuntimeOptions``' choice (``dlpipe.options``)."""
+    return hasattr(os, "memfd_create")
 
 
 def start(name: str, nbytes: int, args: list[str]) -> tuple[subprocess.Popen, int]:

@@ -165,10 +165,11 @@ def build_bench_pipeline(
     output size; ``shard_id``/``num_shards`` shard the reader (one pipeline per GPU); other
     keywords go to the Pipeline (``max_streams``, ``prefetch_queue_depth``, ...);
     ``hw_decoder_load`` to the mixed decoder (its default when None); ``read_process=False``
-    reads the files in this process, as ``DLPIPE_READ_PROCESS=0`` does, and
-    ``decode_process=False`` decodes in it, as ``DLPIPE_DECODE_PROCESS=0`` does.
+    reads the files in this process and ``decode_process=False`` decodes in it (the pipeline's
+    ``RuntimeOptions``; the ``DLPIPE_*`` variables can turn them off too).
     """
     from . import fn, pipeline_def, types
+    from .options import RuntimeOptions
 
     decode = "mixed" if device == "gpu" else "cpu"
     dec_kw = {"on_error": on_error}
@@ -206,19 +207,12 @@ def build_bench_pipeline(
         )
         return images, labels
 
-    # The reader and the decoder read these when the graph is defined, in bench_pipe().
-    off = [k for k, on in (("READ", read_process), ("DECODE", decode_process)) if not on]
-    saved = {k: os.environ.get(f"DLPIPE_{k}_PROCESS") for k in off}
-    try:
-        for k in off:
-            os.environ[f"DLPIPE_{k}_PROCESS"] = "0"
-        return bench_pipe(**pipeline_kwargs)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(f"DLPIPE_{k}_PROCESS", None)
-            else:
-                os.environ[f"DLPIPE_{k}_PROCESS"] = v
+    runtime = RuntimeOptions.from_env()
+    runtime = runtime.replace(
+        read_process=runtime.read_process and read_process,
+        decode_process=runtime.decode_process and decode_process,
+    )
+    return bench_pipe(runtime=runtime, **pipeline_kwargs)
 
 
 def _stats_report(stats) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:

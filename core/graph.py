@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import ArgumentError, PipelineError
+
+if TYPE_CHECKING:
+    from .options import RuntimeOptions
 
 
 class Skipped:
@@ -39,6 +43,23 @@ class Skipped:
     def __init__(self, outputs: Any, samples: dict[int, str]):
         self.outputs = outputs
         self.samples = samples
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What :meth:`Operator.prepare` learns about the pipeline being built.
+
+    Attributes:
+        device_id: the pipeline's GPU (None: the current device, or no GPU use).
+        batch_size: the pipeline's maximum batch size.
+        num_threads: the pipeline's CPU worker threads.
+        runtime: the pipeline's runtime options (``dlpipe.options``).
+    """
+
+    device_id: int | None
+    batch_size: int
+    num_threads: int
+    runtime: RuntimeOptions
 
 
 class DataNode:
@@ -149,6 +170,10 @@ class Operator:
 
     def bind_rng(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
+
+    def prepare(self, ctx: BuildContext) -> None:
+        """Called once by ``Pipeline.build``, before anything runs: take what depends on the
+        pipeline rather than on the operator's arguments (its runtime options, its GPU)."""
 
     def state_dict(self) -> dict | None:
         """What a checkpoint needs to continue this operator's stream exactly: the RNG state

@@ -25,7 +25,15 @@ import numpy as np
 
 from .errors import ArgumentError, PipelineError
 from .executor import Executor
-from .graph import DataNode, OpNode, current_pipeline, pop_pipeline, push_pipeline
+from .graph import (
+    BuildContext,
+    DataNode,
+    OpNode,
+    current_pipeline,
+    pop_pipeline,
+    push_pipeline,
+)
+from .options import RuntimeOptions
 from .types import to_dali_dtype
 
 DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
@@ -84,6 +92,9 @@ class Pipeline:
         ``default_cuda_stream_priority``, ``exec_dynamic``, ``enable_memory_stats``) are
         accepted as hints.
         py_num_workers, py_start_method: worker processes for ``external_source(parallel=True)``.
+        runtime: the runtime layer's options (:class:`~dlpipe.options.RuntimeOptions`: helper
+            processes, decode lanes, ...), a dlpipe extension; by default
+            ``RuntimeOptions.from_env()``, read once here.
         enable_checkpointing: keep the state needed by :meth:`checkpoint` (cheap: RNG states
             and reader positions, taken once per iteration).
         checkpoint: restore from what :meth:`checkpoint` returned (bytes, or a file path): the
@@ -113,7 +124,11 @@ class Pipeline:
         exec_dynamic: bool | None = None,
         output_dtype=None,
         output_ndim=None,
+        runtime: RuntimeOptions | None = None,
     ):
+        if runtime is not None and not isinstance(runtime, RuntimeOptions):
+            raise TypeError(f"runtime={runtime!r} must be a dlpipe.options.RuntimeOptions")
+        self._runtime = runtime if runtime is not None else RuntimeOptions.from_env()
         self._max_batch_size = batch_size
         self._max_streams = int(max_streams)
         self._num_threads = num_threads
@@ -168,6 +183,11 @@ class Pipeline:
     @property
     def num_threads(self) -> int:
         return self._num_threads
+
+    @property
+    def runtime(self) -> RuntimeOptions:
+        """The runtime options this pipeline runs with (``dlpipe.options``)."""
+        return self._runtime
 
     @property
     def device_id(self) -> int | None:
@@ -294,6 +314,9 @@ class Pipeline:
             if node.op.provides_batch:
                 self._sources[node.name] = node
                 node.op.start_workers(self._py_num_workers, self._py_start_method)
+        ctx = BuildContext(self._device_id, self._max_batch_size, self._num_threads, self._runtime)
+        for node in ops:
+            node.op.prepare(ctx)
         layouts = self._layouts(ops)
         cpu_ops = [n for n in ops if n.device == "cpu"]
         gpu_ops = [n for n in ops if n.device != "cpu"]
@@ -302,7 +325,9 @@ class Pipeline:
             from .executor_gpu import GpuStage
 
             lanes = max(0, self._max_streams - 1)
-            if self._max_streams < 0:
+            if self._max_streams < 0 and self._runtime.lanes is not None:
+                lanes = self._runtime.lanes
+            elif self._max_streams < 0:
                 mixed = [n.op for n in gpu_ops if n.device == "mixed"]
                 in_processes = mixed and all(getattr(op, "decode_process", 0) for op in mixed)
                 lanes = PROCESS_LANES if in_processes else DEFAULT_LANES

@@ -28,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, locate, start, stop
+from .._helper_process import locate, start, stop, supported
 from ..errors import PipelineError
 
 INPUT_BYTES = 1 << 31  # the most one batch's encoded samples may take (address space only)
@@ -38,8 +38,9 @@ _SERVER = "dlpipe.decoders._decode_server"  # the server's module
 
 
 def available() -> bool:
-    """Whether the decode process may run here (Linux; ``DLPIPE_DECODE_PROCESS=0`` turns it off)."""
-    return allowed("DLPIPE_DECODE_PROCESS")
+    """Whether decode processes can run here (Linux); a pipeline uses them unless its
+    ``RuntimeOptions.decode_process`` is off."""
+    return supported()
 
 
 class _Lease:

@@ -197,9 +197,13 @@ class _DecoderBase(Operator):
         self.hybrid_huffman_threshold = int(hybrid_huffman_threshold)
         self.device_memory_padding = int(device_memory_padding)
         self.host_memory_padding = int(host_memory_padding)
-        # mixed: decode in a process per lane (_decode_process.py); read when the graph is made
+        # mixed: decode in a process per lane (_decode_process.py), unless the pipeline's
+        # runtime options say otherwise (prepare)
         self.decode_process = self.device == "mixed" and _decode_process.available()
         self._gpu = None
+
+    def prepare(self, ctx) -> None:
+        self.decode_process = self.decode_process and ctx.runtime.decode_process
 
     def output_layouts(self, input_layouts):
         return ["HWC"]

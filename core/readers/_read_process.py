@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from .._helper_process import allowed, share, spawn, start, stop, unshare
+from .._helper_process import share, spawn, start, stop, supported, unshare
 from ..errors import PipelineError
 
 SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read processes
@@ -41,8 +41,9 @@ _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_read_server
 
 
 def available() -> bool:
-    """Whether the read process may run here (Linux; ``DLPIPE_READ_PROCESS=0`` turns it off)."""
-    return allowed("DLPIPE_READ_PROCESS")
+    """Whether read processes can run here (Linux); a pipeline uses them unless its
+    ``RuntimeOptions.read_process`` is off."""
+    return supported()
 
 
 class ReadProcess:

@@ -169,7 +169,7 @@ class FileReader(ShardedReader, Operator):
         if not files:
             raise DataNotFoundError(f"{who}: No files found in {file_root or file_list!r}")
 
-        self._use_process = _read_process.available()  # decided when the graph is defined
+        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
         self._process: _read_process.ReadProcess | None = None  # started by the first batch
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
@@ -188,6 +188,9 @@ class FileReader(ShardedReader, Operator):
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
+
+    def prepare(self, ctx) -> None:
+        self._use_process = ctx.runtime.read_process and _read_process.available()
 
     def source_info(self, param: int) -> str:
         return self.files[param]

@@ -40,10 +40,13 @@ def test_images_are_packed_in_order_aligned_and_failures_marked():
 
 
 def test_decode_process_can_be_turned_off(monkeypatch):
-    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
-    assert not _decode_process.available()
-    monkeypatch.delenv("DLPIPE_DECODE_PROCESS")
+    from dlpipe.options import RuntimeOptions
+
     assert _decode_process.available() == hasattr(__import__("os"), "memfd_create")
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
+    assert not RuntimeOptions.from_env().decode_process
+    monkeypatch.delenv("DLPIPE_DECODE_PROCESS")
+    assert RuntimeOptions.from_env().decode_process
 
 
 class _Event:

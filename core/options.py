@@ -1,0 +1,85 @@
+"""Runtime options: the tuning knobs of the engine's runtime layer, in one object.
+
+A pipeline takes one :class:`RuntimeOptions` (``Pipeline(..., runtime=RuntimeOptions(...))``,
+a dlpipe extension; DALI has no such argument). Without one it takes
+:meth:`RuntimeOptions.from_env`, which reads the ``DLPIPE_*`` environment variables once, when
+the pipeline is constructed. Operators see the options in :meth:`Operator.prepare
+<dlpipe.graph.Operator.prepare>` at build time, never by reading the environment themselves,
+so two pipelines in one process can differ and a variable set after a pipeline was made does
+not change it.
+
+Example:
+    >>> from dlpipe.options import RuntimeOptions
+    >>> opts = RuntimeOptions(read_process=False)          # read files in the pipeline's process
+    >>> opts.replace(decode_process=False).decode_process
+    False
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+# The environment variables from_env() reads, and the field each sets (all booleans: "0" off).
+ENV = {
+    "DLPIPE_READ_PROCESS": "read_process",
+    "DLPIPE_DECODE_PROCESS": "decode_process",
+    "DLPIPE_MALLOC_TUNING": "malloc_tuning",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How the runtime layer runs a pipeline. Every field has a measured default.
+
+    Attributes:
+        read_process: ``readers.file`` reads each batch in helper processes (Linux), so the
+            reads run beside the pipeline's Python threads instead of waiting for the GIL
+            (BENCHMARKS.md, "Read processes × threads").
+        read_processes: how many read processes a reader starts; each reads a contiguous part
+            of a batch.
+        decode_process: each GPU decode lane decodes in a helper process of its own (Linux);
+            nvImageCodec's binding takes the GIL once per sample (BENCHMARKS.md, "Where the
+            decode ceiling is").
+        idle_decode_processes: idle decode processes kept per GPU for the next pipeline.
+        lanes: iterations whose mixed (decode) stage may run at once, each on its own CUDA
+            stream; None picks the measured default (3 with decode processes, else 2).
+            ``Pipeline(max_streams=k)`` sets ``k - 1``, as DALI's argument does.
+        decoded_spare: iterations decoded ahead of the GPU stage beyond one per lane: lanes
+            finish out of order, and with none spare a lane that finished waits for the
+            slowest (BENCHMARKS.md, "decoded ahead of the GPU stage").
+        malloc_tuning: raise glibc's mmap/trim thresholds once per process, so per-sample
+            buffers of megabytes reuse heap memory (``_malloc.py``).
+    """
+
+    read_process: bool = True
+    read_processes: int = 4
+    decode_process: bool = True
+    idle_decode_processes: int = 4
+    lanes: int | None = None
+    decoded_spare: int = 2
+    malloc_tuning: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("read_processes", "idle_decode_processes", "decoded_spare"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"RuntimeOptions: {name}={value!r} must be an int >= 0")
+        if self.read_processes < 1:
+            raise ValueError(f"RuntimeOptions: read_processes={self.read_processes} must be >= 1")
+        if self.lanes is not None and (
+            not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 0
+        ):
+            raise ValueError(f"RuntimeOptions: lanes={self.lanes!r} must be None or an int >= 0")
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None) -> RuntimeOptions:
+        """The defaults, with each ``DLPIPE_*`` variable of :data:`ENV` that is set to ``0``
+        turning its feature off."""
+        env = os.environ if environ is None else environ
+        return cls(**{field: env.get(var, "1") != "0" for var, field in ENV.items()})
+
+    def replace(self, **changes) -> RuntimeOptions:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
