@@ -8,8 +8,11 @@ Two halves, each with one ``run_batch`` call per operator for the whole batch:
   Huffman decoding, submitting to the hardware engines) with the GIL released; two lanes keep
   the hardware engines fed while one lane is on the host. A CUDA event ends each lane's part.
 * the *GPU* operators run in graph order on the pipeline's own non-blocking stream, which first
-  waits (on the device, not the host) for the lane's event. With no lanes (``max_streams=1``,
-  or a mixed operator that cannot run concurrently) the mixed operators run here too.
+  waits (on the device, not the host) for the lane's event. With no lanes (``max_streams=1``)
+  the mixed operators run here too. Every other graph gets lanes, whatever its mixed operators
+  are (decoders, ``.gpu()`` copies of labels or of CPU-processed images, a GPU
+  ``external_source``, the video reader): one that cannot run in several lanes at once runs
+  under a lock of its own, while the others overlap around it.
 
 A CUDA event recorded after the last operator marks the iteration's outputs ready; the host
 never waits for the GPU here, so the stages and the GPU overlap. The lane's stream then waits
@@ -28,7 +31,7 @@ from time import perf_counter
 
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error, cpu_output, replace_skipped
-from .graph import DataNode, OpNode, Skipped
+from .graph import DataNode, LaneContext, OpNode, Skipped
 
 _IDLE_STREAMS: dict[int, list] = {}  # lane streams of collected GPU stages, by device
 
@@ -54,9 +57,9 @@ class GpuStage:
         outputs: the pipeline outputs (CPU outputs are passed through as TensorListCPU).
         layouts: layout per DataNode.
         lanes: threads (each with its own stream) running the mixed operators of different
-            iterations at once; 0 runs them on the GPU stage's thread and stream. Used only
-            when every mixed operator sets ``concurrent_batches`` (its ``run_batch`` may run in
-            several threads at once), else 0.
+            iterations at once; 0 runs them on the GPU stage's thread and stream. Every graph
+            with mixed operators gets them; an operator that does not set
+            ``concurrent_batches`` runs under a lock of its own (one lane at a time).
         num_threads: the pipeline's CPU threads, shared by the decoders that run at once (each
             gets ``num_threads // lanes`` for its own CPU work: parsing, Huffman decoding).
 
@@ -99,18 +102,26 @@ class GpuStage:
         self.ops = list(gpu_ops)
         self.mixed_ops = [n for n in self.ops if n.device == "mixed"]
         self.gpu_ops = [n for n in self.ops if n.device != "mixed"]
-        concurrent = all(getattr(n.op, "concurrent_batches", False) for n in self.mixed_ops)
-        self.lanes = max(0, int(lanes)) if self.mixed_ops and concurrent else 0
+        self.lanes = max(0, int(lanes)) if self.mixed_ops else 0
+        # A mixed operator that may not run in several lanes at once still runs in the lanes,
+        # one call at a time: the others (decoders, copies) keep overlapping around it.
+        self._serial = {
+            id(n): threading.Lock() for n in self.mixed_ops if not n.op.concurrent_batches
+        }
         out_ids = {id(x) for x in outputs}
         for node in self.mixed_ops:
-            # a decoder may decode into its old images (see there)
-            node.op.reuse_outputs = not any(id(dn) in out_ids for dn in node.outputs)
-            # Each decoder running at once gets its share of the pipeline's threads: with all
-            # cores each (nvImageCodec's default), two lanes' decoders oversubscribed a
-            # 16-core H100 and the benchmarks ran 5-20% slower (BENCHMARKS.md).
-            if num_threads > 0:
-                node.op.cpu_threads = max(1, num_threads // max(1, self.lanes))
-            node.op.decode_lanes = max(1, self.lanes)  # decode processes to start ahead
+            node.op.prepare_gpu(
+                LaneContext(
+                    device_id=self.device_id,
+                    lanes=max(1, self.lanes),
+                    # Each decoder running at once gets its share of the pipeline's threads:
+                    # with all cores each (nvImageCodec's default), two lanes' decoders
+                    # oversubscribed a 16-core H100 and the benchmarks ran 5-20% slower
+                    # (BENCHMARKS.md).
+                    cpu_threads=max(1, num_threads // max(1, self.lanes)) if num_threads else 0,
+                    reuse_outputs=not any(id(dn) in out_ids for dn in node.outputs),
+                )
+            )
         self._lane = threading.local()  # each lane thread's stream
         # Lane streams come from _IDLE_STREAMS and go back there when this stage is collected:
         # what a lane decoded (a pipeline output held after close()) is freed in its stream's
@@ -153,8 +164,13 @@ class GpuStage:
             inputs = [ws.values[x] for x in node.inputs]
             args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
             start = perf_counter()
+            serial = self._serial.get(id(node))
             try:
-                outs = op.run_batch(inputs, args, params, stream)
+                if serial is None:
+                    outs = op.run_batch(inputs, args, params, stream)
+                else:
+                    with serial:
+                        outs = op.run_batch(inputs, args, params, stream)
             except BaseException as e:
                 raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
             if self.profiler is not None:  # host time: enqueueing, plus decode calls

@@ -62,6 +62,27 @@ class BuildContext:
     runtime: RuntimeOptions
 
 
+@dataclass(frozen=True)
+class LaneContext:
+    """What :meth:`Operator.prepare_gpu` learns from the GPU stage, for a mixed operator.
+
+    Attributes:
+        device_id: the GPU.
+        lanes: how many iterations' mixed operators run at once (each in its own thread with its
+            own CUDA stream); ``run_batch`` of an operator that sets ``concurrent_batches`` may
+            be called from that many threads at once.
+        cpu_threads: the CPU threads this operator may use per call (the pipeline's threads
+            shared among the lanes).
+        reuse_outputs: no output of this operator is a pipeline output, so a decoder may decode
+            into memory of its earlier batches once nothing refers to them.
+    """
+
+    device_id: int
+    lanes: int
+    cpu_threads: int
+    reuse_outputs: bool
+
+
 class DataNode:
     """A symbolic batch: one output of one operator in a pipeline graph."""
 
@@ -112,6 +133,9 @@ class Operator:
         light: ``run_sample`` is a few microseconds of Python around I/O or a lookup (reading a
             file, returning a drawn number). A run of light operators only is not spread over
             the thread pool: it runs on the stage thread (see ``executor.py``).
+        concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
+            each on its own stream. The GPU stage runs any other mixed operator in the lanes
+            too, one call at a time (``executor_gpu.py``).
     """
 
     schema: str = ""
@@ -124,6 +148,7 @@ class Operator:
     batch_level: bool = False
     provides_batch: bool = False
     light: bool = False
+    concurrent_batches: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)
 
@@ -174,6 +199,9 @@ class Operator:
     def prepare(self, ctx: BuildContext) -> None:
         """Called once by ``Pipeline.build``, before anything runs: take what depends on the
         pipeline rather than on the operator's arguments (its runtime options, its GPU)."""
+
+    def prepare_gpu(self, ctx: LaneContext) -> None:
+        """Called once by the GPU stage for a mixed operator, after :meth:`prepare`."""
 
     def state_dict(self) -> dict | None:
         """What a checkpoint needs to continue this operator's stream exactly: the RNG state

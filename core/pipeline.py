@@ -328,8 +328,7 @@ class Pipeline:
             if self._max_streams < 0 and self._runtime.lanes is not None:
                 lanes = self._runtime.lanes
             elif self._max_streams < 0:
-                mixed = [n.op for n in gpu_ops if n.device == "mixed"]
-                in_processes = mixed and all(getattr(op, "decode_process", 0) for op in mixed)
+                in_processes = any(getattr(n.op, "decode_process", False) for n in gpu_ops)
                 lanes = PROCESS_LANES if in_processes else DEFAULT_LANES
             gpu_stage = GpuStage(
                 self._device_id, gpu_ops, self._outputs, layouts, lanes, self._num_threads

@@ -205,6 +205,12 @@ class _DecoderBase(Operator):
     def prepare(self, ctx) -> None:
         self.decode_process = self.decode_process and ctx.runtime.decode_process
 
+    def prepare_gpu(self, ctx) -> None:
+        # read by the nvImageCodec decoder when it is made (_nvimgcodec.MixedDecoder)
+        self.reuse_outputs = ctx.reuse_outputs
+        self.cpu_threads = ctx.cpu_threads
+        self.decode_lanes = ctx.lanes  # decode processes to start ahead
+
     def output_layouts(self, input_layouts):
         return ["HWC"]
 

@@ -2,13 +2,19 @@
 memory (device "mixed").
 
 The whole batch is packed into one pinned host buffer and sent with one asynchronous copy on the
-pipeline's stream. A batch of equal shapes becomes one dense device array; a ragged batch one
+calling lane's stream. A batch of equal shapes becomes one dense device array; a ragged batch one
 device buffer with each sample at a 256-byte aligned offset. The pinned buffer is kept until the
-copy's event has passed, so it is never refilled while the copy reads it.
+copy's event has passed, so it is never refilled while the copy reads it. Samples that are
+already on the GPU (a GPU ``external_source`` fed CuPy or DLPack arrays) are copied device to
+device instead, so the pipeline's batch never aliases memory the source may reuse.
+
+Several lanes may run it at once (``concurrent_batches``): each call packs into its own pinned
+buffer, and the list of buffers awaiting their copy is guarded by a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import numpy as np
@@ -24,13 +30,18 @@ class CopyToGpu(Operator):
 
     schema = "_copy_to_gpu"
     devices = ("mixed",)
+    concurrent_batches = True
 
     def setup(self) -> None:
-        self._pending: deque = deque()
+        self._pending: deque = deque()  # (event, pinned buffer) of copies maybe in flight
+        self._lock = threading.Lock()
 
-    def _release_finished(self) -> None:
-        while self._pending and self._pending[0][0].done:
-            self._pending.popleft()
+    def _keep(self, event, pinned) -> None:
+        """Hold ``pinned`` until ``event`` has passed; let go of those whose copies ended."""
+        with self._lock:
+            while self._pending and self._pending[0][0].done:
+                self._pending.popleft()
+            self._pending.append((event, pinned))
 
     def run_batch(self, inputs, args, params, stream):
         import cupy
@@ -38,7 +49,8 @@ class CopyToGpu(Operator):
 
         from ..tensors_gpu import SampleList
 
-        self._release_finished()
+        if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
+            return _copy_on_device(list(inputs[0]), stream)
         samples = [np.asarray(x) for x in inputs[0]]
         n = len(samples)
         if n == 0:
@@ -72,5 +84,26 @@ class CopyToGpu(Operator):
             out = SampleList(dtype, ptrs, shapes, strides, flat, flat.device.id)
         event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
-        self._pending.append((event, pinned))
+        self._keep(event, pinned)
         return out
+
+
+def _copy_on_device(samples: list, stream):
+    """A batch of device arrays, copied into the pipeline's memory on ``stream``: one dense
+    array when the shapes agree (one kernel), else one array per sample."""
+    import cupy
+
+    from ..tensors_gpu import SampleList
+
+    dtypes = {a.dtype for a in samples}
+    if len(dtypes) > 1:
+        raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
+    # The source made its arrays on the legacy default stream, or handed them over through
+    # DLPack, which orders its producer's stream before that one: wait for it on the device.
+    ready = cupy.cuda.Event(block=False, disable_timing=True)
+    ready.record(cupy.cuda.Stream.null)
+    stream.wait_event(ready)
+    with stream:
+        if len({a.shape for a in samples}) == 1:
+            return SampleList.from_dense(cupy.stack(samples))
+        return SampleList.from_arrays([cupy.ascontiguousarray(a).copy() for a in samples])

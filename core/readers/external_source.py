@@ -17,8 +17,10 @@ Choices where DALI's documentation is silent (stated here on purpose):
 * ``parallel=True`` runs a per-sample callable (``batch=False``) in ``py_num_workers`` worker
   processes (``py_start_method``: "fork" or "spawn"); arrays of 64 KB or more come back
   through shared memory, smaller ones pickled.
-* CuPy arrays and DLPack objects are accepted and copied to host memory; a ``device="gpu"``
-  source hands its batch to the GPU stage through a pinned-memory copy.
+* CuPy arrays and DLPack objects are accepted. A ``device="cpu"`` source copies GPU data to
+  host memory; a ``device="gpu"`` source keeps it on the GPU (one device-to-device copy into
+  the pipeline's memory, on its stream, in ``_copy_to_gpu``) and hands host data to the GPU
+  stage through a pinned-memory copy.
 """
 
 from __future__ import annotations
@@ -35,6 +37,32 @@ from ..graph import Operator, register
 from ..types import BatchInfo, SampleInfo, to_numpy_dtype
 
 _CYCLE = {None: "no", False: "no", "no": "no", True: "quiet", "quiet": "quiet", "raise": "raise"}
+
+
+def is_device_array(x: Any) -> bool:
+    """Whether ``x`` lives in GPU memory (CuPy, or anything with ``__cuda_array_interface__``
+    or a CUDA DLPack device)."""
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+    except Exception:
+        return False
+
+
+def to_device_array(x: Any):
+    """A GPU array as a CuPy array, without a copy (the caller copies before the source may
+    reuse the memory: see ``_copy_to_gpu``)."""
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
+    return cupy.from_dlpack(x)
 
 
 def to_host_array(x: Any, who: str) -> np.ndarray:
@@ -296,9 +324,9 @@ class ExternalSource(Operator):
             raw = raw.as_cpu()
             samples = [np.asarray(raw.at(i)) for i in range(len(raw))]
         elif isinstance(raw, list | tuple):
-            samples = [to_host_array(x, self.who) for x in raw]
+            samples = [self._array(x) for x in raw]
         else:
-            arr = to_host_array(raw, self.who)
+            arr = self._array(raw)
             if arr.ndim == 0:
                 raise PipelineError(f"{self.who}: a batch needs a leading batch axis, got a scalar")
             samples = list(arr)
@@ -314,6 +342,12 @@ class ExternalSource(Operator):
             if self.ndim is not None and s.ndim != self.ndim:
                 raise PipelineError(f"{self.who}: expected ndim {self.ndim}, got {s.ndim}")
         return samples
+
+    def _array(self, x):
+        """A source's array: kept on the GPU for a GPU source, else on the host."""
+        if self.to_gpu and is_device_array(x):
+            return to_device_array(x)
+        return to_host_array(x, self.who)
 
     def run_sample(self, inputs, args, param):
         return param

@@ -1,0 +1,412 @@
+"""Side by side with NVIDIA DALI: the same user code on both libraries, through the PyTorch
+iterator, over whole epochs, in one run (the method: ../shared/device/README.md).
+
+    python3 ci/bench_dali.py --data /tmp/dlpipe-bench/imagenet-like [--rounds 2] [--only ...]
+        [--examples .ext]
+
+Each cell runs in a fresh process per library (``--child``), the libraries alternating, and the
+order flipping from round to round. A child builds the pipeline from the user code below (or
+from a DALI example file, with only its imports rewritten), wraps it in
+``DALIGenericIterator``/``DALIClassificationIterator`` with ``reader_name="Reader"``, and
+consumes ``--epochs`` whole epochs as a training loop would (each batch's tensors used on the
+GPU, one synchronisation per epoch). It reports the median img/s of the epochs after the
+first, and the CPU seconds of its whole process tree (helper processes included) over them.
+The parent samples the GPU's used memory (nvidia-smi) while the child runs; the peak above the
+idle level is the cell's memory.
+
+``--examples DIR`` adds the pipelines of DALI's ``docs/examples/use_cases/pytorch/resnet50/
+main.py`` (``create_dali_pipeline``, train and val) and DeepLearningExamples'
+``PyTorch/Classification/ConvNets/image_classification/dataloaders.py`` (``HybridTrainPipe``,
+``HybridValPipe``), read from ``DIR/dali_resnet50_main.py`` and ``DIR/dle_dataloaders.py``:
+their pipeline definitions run as written, with ``nvidia.dali`` imports pointing at dlpipe
+for the dlpipe side. Those files are not part of this repository; copy them there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+# name -> (pipeline, batch, threads, labels on the GPU)
+CELLS = {
+    "640-b128-gpu": ("seed640", 128, 16, True),
+    "640-b128-host": ("seed640", 128, 16, False),
+    "640-b32-gpu": ("seed640", 32, 8, True),
+    "640-b32-host": ("seed640", 32, 8, False),
+    "rn50-b128-gpu": ("rn50", 128, 16, True),
+    "rn50-b128-host": ("rn50", 128, 16, False),
+    "dali-example-train": ("dali_example_train", 128, 16, True),
+    "dali-example-val": ("dali_example_val", 128, 16, True),
+    "dle-train": ("dle_train", 128, 16, False),
+    "dle-val": ("dle_val", 128, 16, False),
+    "cpu-640": ("cpu640", 128, 16, False),
+}
+EXAMPLE_CELLS = {"dali-example-train", "dali-example-val", "dle-train", "dle-val"}
+
+
+# --- the user code (one script for both libraries) ------------------------------------------------
+
+
+def user_pipelines(lib: str):
+    """The pipelines a user writes, with the library's imports."""
+    if lib == "dali":
+        from nvidia.dali import fn, pipeline_def, types
+    else:
+        from dlpipe import fn, pipeline_def, types
+
+    @pipeline_def
+    def seed640(root, gpu_labels, device="mixed"):
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        images = fn.decoders.image(jpegs, device=device, output_type=types.RGB)
+        images = fn.resize(images, resize_x=640, resize_y=640)
+        return images, (labels.gpu() if gpu_labels else labels)
+
+    @pipeline_def
+    def rn50(root, gpu_labels):
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(
+            jpegs,
+            device="mixed",
+            output_type=types.RGB,
+            random_aspect_ratio=[0.75, 4.0 / 3.0],
+            random_area=[0.08, 1.0],
+            num_attempts=100,
+        )
+        images = fn.resize(images, resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT16,
+            output_layout="CHW",
+            crop=(224, 224),
+            mean=MEAN,
+            std=STD,
+            mirror=fn.random.coin_flip(probability=0.5),
+        )
+        return images, (labels.gpu() if gpu_labels else labels)
+
+    return {"seed640": seed640, "rn50": rn50}
+
+
+def load_defs(path: str, names: list[str], lib: str) -> dict:
+    """The top-level functions and classes ``names`` of a user's file, with the file's imports,
+    run as written; for dlpipe, ``nvidia.dali`` in the imports becomes ``dlpipe``. Only the
+    imports and those definitions run, so what the rest of the file needs (a model zoo, apex,
+    DALI's DataLoader proxy) does not have to be there."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    keep: list[ast.stmt] = []
+
+    def imports(nodes):
+        for node in nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                keep.append(node)
+            elif isinstance(node, ast.Try):  # try: import nvidia.dali ... except ImportError
+                imports(node.body)
+
+    imports(tree.body)
+    keep += [n for n in tree.body if getattr(n, "name", None) in names]
+    if lib == "dlpipe":
+        for node in keep:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                node.module = _port(node.module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    alias.name = _port(alias.name)
+    namespace = {"__name__": "user_pipelines"}
+    for node in keep:
+        if _optional_import(node):
+            continue
+        code = compile(ast.fix_missing_locations(ast.Module([node], [])), path, "exec")
+        try:
+            exec(code, namespace)
+        except ImportError:
+            if "dali" in ast.unparse(node) or "dlpipe" in ast.unparse(node):
+                raise  # the library's own imports must work
+    return namespace
+
+
+def _port(module: str) -> str:
+    """The import change a user makes to move from DALI to dlpipe."""
+    if module.startswith("nvidia.dali.plugin"):
+        return "dlpipe.plugins" + module[len("nvidia.dali.plugin") :]
+    if module.startswith("nvidia.dali"):
+        return "dlpipe" + module[len("nvidia.dali") :]
+    return module
+
+
+def _optional_import(node) -> bool:
+    """Imports the pipeline definitions don't use (the DataLoader proxy of DALI's example)."""
+    text = ast.unparse(node)
+    return "experimental" in text or "apex" in text
+
+
+def build_pipeline(lib: str, name: str, batch: int, threads: int, gpu_labels: bool, args):
+    root = args.data
+    kw = {"batch_size": batch, "num_threads": threads, "device_id": 0, "seed": 12}
+    if name in ("seed640", "rn50"):
+        return user_pipelines(lib)[name](root=root, gpu_labels=gpu_labels, **kw), "generic"
+    if name == "cpu640":
+        kw["device_id"] = None
+        pipe = user_pipelines(lib)["seed640"](
+            root=args.cpu_data, gpu_labels=False, device="cpu", **kw
+        )
+        return pipe, "generic"
+    if name.startswith("dali_example"):
+        ns = load_defs(
+            os.path.join(args.examples, "dali_resnet50_main.py"),
+            ["create_dali_pipeline", "image_processing_func"],
+            lib,
+        )
+        pipe = ns["create_dali_pipeline"](
+            data_dir=root,
+            crop=224,
+            size=256,
+            shard_id=0,
+            num_shards=1,
+            is_training=name.endswith("train"),
+            **kw,
+        )
+        return pipe, "classification"
+    ns = load_defs(
+        os.path.join(args.examples, "dle_dataloaders.py"), ["HybridTrainPipe", "HybridValPipe"], lib
+    )
+    if name == "dle_train":
+        pipe = ns["HybridTrainPipe"](batch, threads, 0, data_dir=root, crop=224)
+    else:
+        pipe = ns["HybridValPipe"](batch, threads, 0, data_dir=root, crop=224, size=256)
+    return pipe, "classification"
+
+
+# --- the child: one cell, one library -----------------------------------------------------------
+
+
+def _tree_cpu_seconds() -> float:
+    """utime + stime of this process and every process below it (helpers included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent_of, cpu = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent_of[int(pid)] = int(fields[1])
+        cpu[int(pid)] = (int(fields[11]) + int(fields[12])) / ticks
+    me, total = os.getpid(), 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p and p != me:
+            p = parent_of.get(p, 0)
+        if p == me:
+            total += seconds
+    return total
+
+
+def child(args) -> None:
+    import torch
+
+    name, batch, threads, gpu_labels = CELLS[args.cell]
+    if args.lib == "dali":
+        from nvidia.dali.plugin.pytorch import (
+            DALIClassificationIterator,
+            DALIGenericIterator,
+            LastBatchPolicy,
+        )
+    else:
+        from dlpipe.plugins.pytorch import (
+            DALIClassificationIterator,
+            DALIGenericIterator,
+            LastBatchPolicy,
+        )
+    pipe, kind = build_pipeline(args.lib, name, batch, threads, gpu_labels, args)
+    pipe.build()
+    if kind == "classification":
+        it = DALIClassificationIterator(
+            pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True
+        )
+    else:
+        it = DALIGenericIterator(
+            pipe,
+            ["data", "label"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
+    on_gpu = name != "cpu640"
+    rates, cpu_start = [], None
+    for epoch in range(args.epochs):
+        if epoch == 1:
+            cpu_start = _tree_cpu_seconds()
+        start, images, acc = time.perf_counter(), 0, 0
+        for data in it:
+            x, y = data[0]["data"], data[0]["label"]
+            acc = acc + x.view(x.shape[0], -1)[:, 0].float().sum() + y.sum()  # use the batch
+            images += x.shape[0]
+        if on_gpu:
+            torch.cuda.synchronize()
+        float(acc)
+        rates.append(images / (time.perf_counter() - start))
+    cpu = _tree_cpu_seconds() - cpu_start
+    timed = rates[1:]
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "cell": args.cell,
+                "lib": args.lib,
+                "img_s": statistics.median(timed),
+                "epochs": [round(r) for r in rates],
+                "images_per_epoch": images,
+                "cpu_us_per_image": 1e6 * cpu / (images * len(timed)),
+            }
+        ),
+        flush=True,
+    )
+    del it
+    if hasattr(pipe, "close"):
+        pipe.close()
+
+
+# --- the parent ----------------------------------------------------------------------------------
+
+
+def _gpu_used_mib() -> int:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:  # no GPU here (a CPU-only run)
+        return 0
+    return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else 0
+
+
+def run_cell(cell: str, lib: str, args) -> dict:
+    idle = _gpu_used_mib()
+    peak = [idle]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.2):
+            peak[0] = max(peak[0], _gpu_used_mib())
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    cmd = [sys.executable, __file__, "--child", "--lib", lib, "--cell", cell]
+    for k in ("data", "cpu_data", "examples", "epochs"):
+        cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cell_timeout)
+    done.set()
+    watcher.join()
+    result = {"cell": cell, "lib": lib, "error": None}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[7:])
+    if proc.returncode != 0 or "img_s" not in result:
+        result["error"] = (proc.stderr or proc.stdout)[-1500:]
+    result["gpu_mib"] = peak[0] - idle
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    return result
+
+
+def ensure_cpu_subset(data: str, cpu_data: str, per_class: int) -> None:
+    """A smaller copy (symlinks) of the data set for the CPU-only cell."""
+    if os.path.exists(os.path.join(cpu_data, ".complete")):
+        return
+    for d in sorted(os.listdir(data)):
+        src = os.path.join(data, d)
+        if not os.path.isdir(src) or d.startswith("."):
+            continue
+        os.makedirs(os.path.join(cpu_data, d), exist_ok=True)
+        for f in sorted(os.listdir(src))[:per_class]:
+            dst = os.path.join(cpu_data, d, f)
+            if not os.path.exists(dst):
+                os.symlink(os.path.join(src, f), dst)
+    open(os.path.join(cpu_data, ".complete"), "w").close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default="/tmp/dlpipe-bench/imagenet-like")
+    p.add_argument("--cpu-data", default="/tmp/dlpipe-bench/imagenet-like-cpu")
+    p.add_argument("--images", type=int, default=21460)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=3, help="per cell; the first is a warm-up")
+    p.add_argument("--only", default="", help="comma-separated cells (default: all)")
+    p.add_argument("--libs", default="dali,dlpipe")
+    p.add_argument("--examples", default="", help="folder with the DALI example files")
+    p.add_argument("--json", default="", help="write every result here")
+    p.add_argument("--cell-timeout", type=int, default=240)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--lib", default="dlpipe", help=argparse.SUPPRESS)
+    p.add_argument("--cell", default="", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(args)
+
+    sys.path.insert(0, HERE)
+    from bench_gpu import ensure_dataset
+
+    ensure_dataset(args.data, args.images)
+    ensure_cpu_subset(args.data, args.cpu_data, per_class=100)
+    cells = [c for c in (args.only.split(",") if args.only else CELLS) if c]
+    if not args.examples:
+        cells = [c for c in cells if c not in EXAMPLE_CELLS]
+    libs = args.libs.split(",")
+    results = []
+    for r in range(args.rounds):
+        for cell in cells:
+            for lib in libs if r % 2 == 0 else libs[::-1]:
+                res = run_cell(cell, lib, args)
+                res["round"] = r
+                results.append(res)
+                print(json.dumps(res), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print_table(results, cells, libs)
+
+
+def print_table(results: list[dict], cells: list[str], libs: list[str]) -> None:
+    def med(cell, lib, key):
+        vals = [r[key] for r in results if r["cell"] == cell and r["lib"] == lib and key in r]
+        return statistics.median(vals) if vals else None
+
+    print(
+        "\n| cell | " + " | ".join(f"{lib} img/s" for lib in libs) + " | ratio | GPU MiB | "
+        "CPU us/img |"
+    )
+    print("|---|" + "---|" * (len(libs) + 3))
+    for cell in cells:
+        rate = [med(cell, lib, "img_s") for lib in libs]
+        mem = [med(cell, lib, "gpu_mib") for lib in libs]
+        cpu = [med(cell, lib, "cpu_us_per_image") for lib in libs]
+        ratio = f"{rate[-1] / rate[0]:.2f}" if None not in rate[:1] + rate[-1:] else "-"
+        fmt = lambda xs, f: " / ".join("-" if x is None else f.format(x) for x in xs)  # noqa: E731
+        print(
+            f"| {cell} | "
+            + " | ".join("-" if x is None else f"{x:,.0f}" for x in rate)
+            + f" | {ratio} | {fmt(mem, '{:,.0f}')} | {fmt(cpu, '{:.0f}')} |"
+        )
+    for r in results:
+        if r.get("error"):
+            print(f"\n{r['cell']} / {r['lib']} failed:\n{r['error']}")
+
+
+if __name__ == "__main__":
+    main()
