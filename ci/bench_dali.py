@@ -261,6 +261,20 @@ def child(args) -> None:
         rates.append(images / (time.perf_counter() - start))
     cpu = _tree_cpu_seconds() - cpu_start
     timed = rates[1:]
+    stats = None
+    if args.lib == "dlpipe" and args.stats:
+        st = pipe.stats()
+        stats = {
+            "stages_ms": {k: v["per_iteration_ms"] for k, v in st["stages"].items()},
+            "ops_us_per_sample": {
+                k: v["per_sample_us"] for k, v in list(st["operators"].items())[:6]
+            },
+            "wait_ms": st["consumer_wait_ms_per_batch"],
+            "work_ms": st["consumer_work_ms_per_batch"],
+            "ready": st["mean_ready_batches"],
+        }
+        if args.trace:
+            pipe.trace(os.path.join(args.trace, f"trace-{args.cell}.json"))
     print(
         "RESULT "
         + json.dumps(
@@ -271,6 +285,7 @@ def child(args) -> None:
                 "epochs": [round(r) for r in rates],
                 "images_per_epoch": images,
                 "cpu_us_per_image": 1e6 * cpu / (images * len(timed)),
+                "stats": stats,
             }
         ),
         flush=True,
@@ -307,8 +322,10 @@ def run_cell(cell: str, lib: str, args) -> dict:
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()
     cmd = [sys.executable, __file__, "--child", "--lib", lib, "--cell", cell]
-    for k in ("data", "cpu_data", "examples", "epochs"):
+    for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+    if args.stats:
+        cmd.append("--stats")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cell_timeout)
     done.set()
@@ -352,6 +369,8 @@ def main() -> None:
     p.add_argument("--examples", default="", help="folder with the DALI example files")
     p.add_argument("--json", default="", help="write every result here")
     p.add_argument("--cell-timeout", type=int, default=240)
+    p.add_argument("--stats", action="store_true", help="dlpipe's pipe.stats() per cell")
+    p.add_argument("--trace", default="", help="write dlpipe's Perfetto traces to this folder")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--lib", default="dlpipe", help=argparse.SUPPRESS)
     p.add_argument("--cell", default="", help=argparse.SUPPRESS)

@@ -76,6 +76,16 @@ class _DenseBatch:
         return slot
 
 
+class Rows(list):
+    """The samples of one CPU batch that are also the rows of one array, ``array``: what an
+    operator that takes whole batches (``Operator.dense_inputs``, e.g. the ``.gpu()`` copy)
+    uses instead of the list. Replacing a skipped sample makes a plain list again."""
+
+    def __init__(self, samples, array: np.ndarray):
+        super().__init__(samples)
+        self.array = array
+
+
 class _EndOfData:
     """Marks the iteration at which a source raised StopIteration (end of the epoch)."""
 
@@ -245,7 +255,12 @@ class Executor:
         self._segments = self._split_segments()
         if num_threads > 1:
             tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
+        # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
+        # outputs, and the inputs of GPU-stage operators that take a whole batch (.gpu())
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
+        self._cpu_outputs |= {
+            x for node in self.gpu_ops if node.op.dense_inputs for x in node.inputs
+        }
         self._dense_lock = threading.Lock()
         self._pool = (
             ThreadPoolExecutor(num_threads, thread_name_prefix="dlpipe-worker")
@@ -565,8 +580,9 @@ class Executor:
                 for out, vals in zip(node.outputs, outs, strict=True):
                     if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                         ws.dense[out] = _DenseBatch.of(vals)
-                        vals = [vals[i, ...] for i in range(len(vals))]  # 0-d rows stay arrays
-                    ws.values[out] = list(vals)
+                        # (0-d rows stay arrays)
+                        vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
+                    ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
             else:
                 self._run_samples(nodes, ws)
         return ws
@@ -621,6 +637,11 @@ class Executor:
             raise errors[0]
         if skipped:
             replace_skipped(ws, skipped)
+            return
+        for dn in to_dense:  # a complete batch array: hand it on as one (Rows)
+            slot = ws.dense.get(dn)
+            if slot is not None and not slot.ragged and all(slot.written):
+                ws.values[dn] = Rows(ws.values[dn], slot.array)
 
     def _to_dense(self, ws: Workspace, dn: DataNode, i: int) -> None:
         """Copy sample ``i`` of output ``dn`` into its batch buffer while it is still in cache,

@@ -133,6 +133,9 @@ class Operator:
         light: ``run_sample`` is a few microseconds of Python around I/O or a lookup (reading a
             file, returning a drawn number). A run of light operators only is not spread over
             the thread pool: it runs on the stage thread (see ``executor.py``).
+        dense_inputs: (GPU-stage operators) its CPU inputs are best given as one batch array:
+            the CPU workers pack each sample into it as it finishes, and ``run_batch`` finds it
+            as ``inputs[k].array`` when every sample fitted (``executor.Rows``).
         concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
             each on its own stream. The GPU stage runs any other mixed operator in the lanes
             too, one call at a time (``executor_gpu.py``).
@@ -148,6 +151,7 @@ class Operator:
     batch_level: bool = False
     provides_batch: bool = False
     light: bool = False
+    dense_inputs: bool = False
     concurrent_batches: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)

@@ -31,6 +31,7 @@ class CopyToGpu(Operator):
     schema = "_copy_to_gpu"
     devices = ("mixed",)
     concurrent_batches = True
+    dense_inputs = True
 
     def setup(self) -> None:
         self._pending: deque = deque()  # (event, pinned buffer) of copies maybe in flight
@@ -51,6 +52,16 @@ class CopyToGpu(Operator):
 
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
             return _copy_on_device(list(inputs[0]), stream)
+        batch = getattr(inputs[0], "array", None)  # the workers packed it (executor.Rows)
+        if batch is not None:
+            pinned = cupyx.empty_pinned(batch.shape, batch.dtype)
+            np.copyto(pinned, batch)
+            dense = cupy.empty(batch.shape, batch.dtype)
+            dense.set(pinned, stream=stream)
+            event = cupy.cuda.Event(block=False, disable_timing=True)
+            event.record(stream)
+            self._keep(event, pinned)
+            return SampleList.from_dense(dense)
         samples = [np.asarray(x) for x in inputs[0]]
         n = len(samples)
         if n == 0:

@@ -344,6 +344,12 @@ class AxisFilter:
 
 
 @functools.cache
+@functools.cache
+def _table_len(ftype: FilterType) -> int:
+    """Entries of ``filter_table(ftype)`` (the GPU launcher asks per sample and axis)."""
+    return len(filter_table(ftype))
+
+
 def filter_table(ftype: FilterType) -> np.ndarray:
     """DALI's coefficient tables: triangle 3, Gaussian 65, cubic 129, Lanczos3 193 entries."""
     if ftype in (FilterType.LINEAR, FilterType.TRIANGULAR):
@@ -392,7 +398,7 @@ def window_geometry(flt: AxisFilter) -> tuple[np.float32, np.float32, int]:
     anchor is half of that; the rounding decides ties exactly as DALI does (e.g. which
     neighbour gets the Gaussian's edge weight when output and input pixels align).
     """
-    n1 = _f32(len(filter_table(flt.type)) - 1)
+    n1 = _f32(_table_len(flt.type) - 1)
     r = _f32(flt.radius)
     if flt.type == FilterType.GAUSSIAN:
         sigma = _f32(float(r * _f32(0.5)) / math.sqrt(2))

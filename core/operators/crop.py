@@ -388,6 +388,12 @@ class Crop(CropArgs, Operator):
         return crop_batch(s, oh, ow, y0, x0, fill=fill, out_dtype=dtype, stream=stream)
 
 
+# Argument inputs that move or size a crop window (others, like mirror, do not).
+_WINDOW_ARGS = frozenset(
+    {"crop", "crop_h", "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z"}
+)
+
+
 def gpu_windows(op: CropArgs, batch, args: dict, layouts: Sequence[str], who: str | None = None):
     """The GPU side of :class:`CropArgs`: ``(samples, layout, windows)`` for a batch, with
     ``windows[i] = (anchor, shape)`` of sample ``i`` (an int64 array of shape (N, 2, ndim)).
@@ -409,6 +415,13 @@ def gpu_windows(op: CropArgs, batch, args: dict, layouts: Sequence[str], who: st
     wins = np.zeros((n, 2, ndim), np.int64)
     if not op.has_crop(args):  # no window, static or per sample: every sample whole
         wins[:, 1] = s.shapes
+        return s, layout, wins
+    if not _WINDOW_ARGS.intersection(args):  # the window depends on the shape alone
+        shapes, which = np.unique(s.shapes, axis=0, return_inverse=True)
+        for k, shape in enumerate(shapes):  # batches after a resize: one shape
+            wins[which.reshape(-1) == k] = op.sample_window(
+                tuple(int(v) for v in shape), layout, {}
+            )
         return s, layout, wins
     for i in range(n):
         sample_args = {k: v[i] for k, v in args.items()}

@@ -116,3 +116,48 @@ def test_an_abandoned_pipeline_does_not_hold_up_exit():
     )
     assert out.returncode == 0, out.stderr
     assert "exiting" in out.stdout
+
+
+class _TakesBatches:
+    """A GPU-stage operator that wants its CPU inputs as one array (like the .gpu() copy)."""
+
+    dense_inputs = True
+
+    def batch_params(self, n):
+        return None
+
+
+def test_cpu_inputs_of_a_batch_taking_operator_arrive_as_one_array(image_root):
+    """The reader's labels (a batch-level output) and a per-sample operator's output reach a
+    ``dense_inputs`` operator as ``Rows``: the samples, and ``.array``, their one batch."""
+    from dlpipe import Pipeline, fn
+    from dlpipe.executor import Rows
+    from dlpipe.graph import OpNode
+
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=None, seed=3)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=image_root, name="Reader")
+        images = fn.resize(fn.decoders.image(jpegs), size=(8, 6))
+        pipe.set_outputs(images)
+    cpu_ops = list(pipe._ops)
+    consumer = OpNode(_TakesBatches(), [labels, images], {}, "consumer")
+    seen = []
+
+    class Stage:
+        lanes = 0
+        profiler = None
+
+        def __call__(self, ws):
+            seen.append([ws.values[x] for x in consumer.inputs])
+            return ()
+
+    ex = Executor(cpu_ops, [], {}, 4, 2, 1, False, Stage(), None, [consumer], 0)
+    ex.schedule()
+    ex.get()
+    got_labels, got_images = seen[0]
+    assert isinstance(got_labels, Rows) and got_labels.array.shape == (4, 1)
+    assert isinstance(got_images, Rows) and got_images.array.shape == (4, 8, 6, 3)
+    for i in range(4):
+        assert got_images[i].base is got_images.array or got_images[i] is got_images.array[i]
+        assert (got_images.array[i] == got_images[i]).all()
+    ex.close()

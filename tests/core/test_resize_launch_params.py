@@ -1,0 +1,28 @@
+"""The GPU resize launcher's per-axis filter geometry, computed for a whole batch at once
+(``kernels.resize._axes``), equals the per-axis reference (``_axis``) bit for bit. No GPU
+needed: it is host arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpipe.kernels.resize import _axes, _axis
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+@pytest.mark.parametrize("mag", range(6))
+@pytest.mark.parametrize("min_filter", range(6))
+def test_batch_geometry_equals_the_per_axis_one(min_filter, mag, antialias):
+    rng = np.random.default_rng(min_filter * 12 + mag * 2 + antialias)
+    ext = np.concatenate(
+        [
+            (rng.random(60) * 900 + 0.5).astype(np.float32),
+            np.array([224, 223.99, 448, 1, 640, 0.25], np.float32),
+        ]
+    )
+    osz = np.concatenate([rng.integers(1, 700, 60), [224, 224, 224, 3, 640, 1]])
+    got = _axes(ext, osz, min_filter, mag, antialias)
+    for i, (e, o) in enumerate(zip(ext.tolist(), osz.tolist(), strict=True)):
+        want = _axis.__wrapped__(e, o, min_filter, mag, antialias)
+        assert [got[0][i], got[1][i], got[2][i], got[3][i]] == list(want), (e, o)
