@@ -310,33 +310,66 @@ def _gpu_used_mib() -> int:
     return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else 0
 
 
+def _gpu_apps() -> dict[str, int]:
+    """MiB per process role on the GPU (main, decode helper), where nvidia-smi tells."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    except FileNotFoundError:
+        return {}
+    roles: dict[str, int] = {}
+    for line in out.splitlines():
+        try:
+            pid, mib = (int(v) for v in line.split(","))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (ValueError, OSError):
+            continue
+        role = "decode" if b"_decode_server" in cmd else "main"
+        roles[role] = roles.get(role, 0) + mib
+        roles[role + "_n"] = roles.get(role + "_n", 0) + 1
+    return roles
+
+
 def run_cell(cell: str, lib: str, args) -> dict:
     idle = _gpu_used_mib()
     peak = [idle]
+    apps: dict = {}
     done = threading.Event()
 
     def sample():
         while not done.wait(0.2):
-            peak[0] = max(peak[0], _gpu_used_mib())
+            used = _gpu_used_mib()
+            if used > peak[0]:
+                peak[0] = used
+                apps.update(_gpu_apps())
 
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()
-    cmd = [sys.executable, __file__, "--child", "--lib", lib, "--cell", cell]
+    name, _, env_text = lib.partition("+")  # "dlpipe+VAR=value;VAR2=value": a variant
+    env = dict(os.environ)
+    env.update(kv.split("=", 1) for kv in env_text.split(";") if kv)
+    cmd = [sys.executable, __file__, "--child", "--lib", name, "--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     if args.stats:
         cmd.append("--stats")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cell_timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cell_timeout, env=env)
     done.set()
     watcher.join()
     result = {"cell": cell, "lib": lib, "error": None}
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[7:])
+            result["lib"] = lib
     if proc.returncode != 0 or "img_s" not in result:
         result["error"] = (proc.stderr or proc.stdout)[-1500:]
     result["gpu_mib"] = peak[0] - idle
+    result["gpu_apps_mib"] = apps
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     return result
 
@@ -365,7 +398,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--epochs", type=int, default=3, help="per cell; the first is a warm-up")
     p.add_argument("--only", default="", help="comma-separated cells (default: all)")
-    p.add_argument("--libs", default="dali,dlpipe")
+    p.add_argument(
+        "--libs",
+        default="dali,dlpipe",
+        help="comma-separated; 'dlpipe+VAR=value;VAR2=value' is dlpipe with that environment",
+    )
     p.add_argument("--examples", default="", help="folder with the DALI example files")
     p.add_argument("--json", default="", help="write every result here")
     p.add_argument("--cell-timeout", type=int, default=240)
