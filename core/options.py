@@ -45,20 +45,13 @@ class RuntimeOptions:
         idle_decode_processes: idle decode processes kept per GPU for the next pipeline.
         lanes: iterations whose mixed (decode) stage may run at once, each on its own CUDA
             stream; None picks the measured default (3 with decode processes, else 2).
-            ``Pipeline(max_streams=k)`` sets ``k - 1``, as DALI's argument does.
+            ``Pipeline(max_streams=k)`` sets ``k - 1``, as DALI's argument does;
+            ``DLPIPE_LANES`` sets it from the environment.
         decoded_spare: iterations decoded ahead of the GPU stage beyond one per lane: lanes
             finish out of order, and with none spare a lane that finished waits for the
             slowest (BENCHMARKS.md, "decoded ahead of the GPU stage").
         malloc_tuning: raise glibc's mmap/trim thresholds once per process, so per-sample
             buffers of megabytes reuse heap memory (``_malloc.py``).
-        switch_interval: seconds; when the pipeline starts its threads it lowers the
-            interpreter's GIL switch interval (``sys.setswitchinterval``, 5 ms by default) to
-            this, never raises it; None leaves it alone. A pipeline thread that comes back
-            from a call that released the GIL (a read, a decode request, a kernel launch)
-            waits for the GIL until whoever holds it gives it up, up to the whole interval;
-            with several Python threads per batch those waits set the pace (BENCHMARKS.md,
-            "The GIL switch interval"). Set in the environment as
-            ``DLPIPE_SWITCH_INTERVAL`` (seconds, or ``none``).
     """
 
     read_process: bool = True
@@ -68,7 +61,6 @@ class RuntimeOptions:
     lanes: int | None = None
     decoded_spare: int = 2
     malloc_tuning: bool = True
-    switch_interval: float | None = 0.001
 
     def __post_init__(self) -> None:
         for name in ("read_processes", "idle_decode_processes", "decoded_spare"):
@@ -77,13 +69,6 @@ class RuntimeOptions:
                 raise ValueError(f"RuntimeOptions: {name}={value!r} must be an int >= 0")
         if self.read_processes < 1:
             raise ValueError(f"RuntimeOptions: read_processes={self.read_processes} must be >= 1")
-        if self.switch_interval is not None and not (
-            isinstance(self.switch_interval, int | float) and 0 < self.switch_interval <= 1
-        ):
-            raise ValueError(
-                f"RuntimeOptions: switch_interval={self.switch_interval!r} must be None or "
-                "seconds in (0, 1]"
-            )
         if self.lanes is not None and (
             not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 0
         ):
@@ -95,14 +80,12 @@ class RuntimeOptions:
         turning its feature off."""
         env = os.environ if environ is None else environ
         kw: dict = {field: env.get(var, "1") != "0" for var, field in ENV.items()}
-        switch = env.get("DLPIPE_SWITCH_INTERVAL")
-        if switch is not None:
+        lanes = env.get("DLPIPE_LANES")
+        if lanes is not None:
             try:
-                kw["switch_interval"] = None if switch.lower() == "none" else float(switch)
+                kw["lanes"] = int(lanes)
             except ValueError:
-                raise ValueError(
-                    f"DLPIPE_SWITCH_INTERVAL={switch!r} must be seconds or 'none'"
-                ) from None
+                raise ValueError(f"DLPIPE_LANES={lanes!r} must be an integer") from None
         return cls(**kw)
 
     def replace(self, **changes) -> RuntimeOptions:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -342,13 +341,6 @@ class Pipeline:
                 self._restore(self._checkpoint_in)
             snapshot = self._snapshot
             self._initial_state = self._snapshot()
-        if (
-            self._exec_async
-            and self._exec_pipelined
-            and self._runtime.switch_interval is not None
-            and sys.getswitchinterval() > self._runtime.switch_interval
-        ):
-            sys.setswitchinterval(self._runtime.switch_interval)
         self._executor = Executor(
             cpu_ops,
             self._outputs,

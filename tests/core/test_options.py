@@ -45,24 +45,7 @@ def test_runtime_must_be_options():
         Pipeline(batch_size=1, num_threads=1, runtime={"read_process": False})
 
 
-def test_switch_interval_is_lowered_not_raised(monkeypatch, image_root):
-    import sys
-
-    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.005)
-    set_to = []
-    monkeypatch.setattr(sys, "setswitchinterval", set_to.append)
-    file_reader_pipe(2, file_root=image_root).build()
-    assert set_to == [RuntimeOptions().switch_interval]
-    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.0001)
-    file_reader_pipe(2, file_root=image_root).build()
-    assert len(set_to) == 1  # already lower: left alone
-    opts = RuntimeOptions(switch_interval=None)
-    file_reader_pipe(2, file_root=image_root, pipe_kw={"runtime": opts}).build()
-    assert len(set_to) == 1
-
-
-def test_switch_interval_from_the_environment():
-    assert RuntimeOptions.from_env({"DLPIPE_SWITCH_INTERVAL": "none"}).switch_interval is None
-    assert RuntimeOptions.from_env({"DLPIPE_SWITCH_INTERVAL": "0.0002"}).switch_interval == 2e-4
-    with pytest.raises(ValueError, match="DLPIPE_SWITCH_INTERVAL"):
-        RuntimeOptions.from_env({"DLPIPE_SWITCH_INTERVAL": "fast"})
+def test_lanes_from_the_environment():
+    assert RuntimeOptions.from_env({"DLPIPE_LANES": "2"}).lanes == 2
+    with pytest.raises(ValueError, match="DLPIPE_LANES"):
+        RuntimeOptions.from_env({"DLPIPE_LANES": "many"})
