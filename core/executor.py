@@ -37,7 +37,7 @@ import numpy as np
 
 from ._malloc import tune_malloc
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
-from .graph import DataNode, OpNode
+from .graph import DataNode, Operator, OpNode
 from .profiler import Profiler
 from .tensors import TensorListCPU
 
@@ -253,6 +253,16 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
+        # Readers that read ahead (``Operator.prefetch``): the stage draws each iteration's
+        # parameters one iteration early and starts those reads then, so they run while it
+        # finishes the iteration before. Not with sources (feed_input, callbacks): DALI calls
+        # those once per iteration scheduled, not earlier.
+        self._prefetchers = (
+            [n for n in self.cpu_ops if type(n.op).prefetch is not Operator.prefetch]
+            if run_async and not any(n.op.provides_batch for n in self.cpu_ops)
+            else []
+        )
+        self._ahead: Workspace | None = None  # the next iteration, drawn
         if num_threads > 1:
             tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
@@ -528,6 +538,46 @@ class Executor:
         return ws
 
     def _run_cpu_stage(self) -> Workspace:
+        if self._ahead is not None:  # drawn (and its reads started) last iteration
+            ws, self._ahead = self._ahead, None
+        else:
+            ws = self._draw()
+        if self._prefetchers:
+            self._ahead = self._draw()
+        n = ws.batch_size
+        for node in self.cpu_ops:
+            for out in node.outputs:
+                ws.values[out] = [None] * n
+        for batch_level, nodes in self._segments:
+            if batch_level:
+                node = nodes[0]
+                inputs = [ws.values[x] for x in node.inputs]
+                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                start = perf_counter()
+                try:
+                    outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
+                except BaseException as e:  # the sample named by the operator, else the first
+                    i = int(getattr(e, "sample_index", 0))
+                    raise _sample_error(e, node, i, ws) from None
+                end = perf_counter()
+                self.profiler.span(node.name, "operator", start, end)
+                self.profiler.add_ops(
+                    {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
+                )
+                for out, vals in zip(node.outputs, outs, strict=True):
+                    if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
+                        ws.dense[out] = _DenseBatch.of(vals)
+                        # (0-d rows stay arrays)
+                        vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
+                    ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
+            else:
+                self._run_samples(nodes, ws)
+        return ws
+
+    def _draw(self) -> Workspace:
+        """The parameters of the next iteration, drawn in graph order on the stage thread (so
+        the stream depends only on the seed), its operators' states right after (the
+        checkpoint of that iteration), and the reads of readers that read ahead started."""
         n = None
         params_of: dict[OpNode, list | None] = {}
         for node in self.cpu_ops:  # sources first: their batches set the batch size
@@ -558,33 +608,8 @@ class Executor:
             ws.params[node] = node.op.batch_params(n)
         if self.snapshot is not None:
             ws.state = self.snapshot()
-        for node in self.cpu_ops:
-            for out in node.outputs:
-                ws.values[out] = [None] * n
-        for batch_level, nodes in self._segments:
-            if batch_level:
-                node = nodes[0]
-                inputs = [ws.values[x] for x in node.inputs]
-                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
-                start = perf_counter()
-                try:
-                    outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
-                except BaseException as e:  # the sample named by the operator, else the first
-                    i = int(getattr(e, "sample_index", 0))
-                    raise _sample_error(e, node, i, ws) from None
-                end = perf_counter()
-                self.profiler.span(node.name, "operator", start, end)
-                self.profiler.add_ops(
-                    {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
-                )
-                for out, vals in zip(node.outputs, outs, strict=True):
-                    if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
-                        ws.dense[out] = _DenseBatch.of(vals)
-                        # (0-d rows stay arrays)
-                        vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
-                    ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
-            else:
-                self._run_samples(nodes, ws)
+        for node in self._prefetchers:  # its reads start now, beside the stage's other work
+            node.op.prefetch(ws.params[node])
         return ws
 
     def _run_samples(self, nodes: list[OpNode], ws: Workspace) -> None:

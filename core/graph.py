@@ -227,6 +227,12 @@ class Operator:
     def batch_params(self, n: int) -> list | None:
         return None
 
+    def prefetch(self, params: list) -> None:
+        """Start the work of a coming ``run_batch_cpu(inputs, args, params)`` now (a reader
+        reads its files ahead). The executor calls it with each iteration's ``params`` as
+        soon as they are drawn, in order, one iteration early, from the stage thread; the
+        ``run_batch_cpu`` call with the same ``params`` object follows."""
+
     def batch_level_in(self, node: OpNode) -> bool:
         """Whether this instance runs batch-wise (``run_batch_cpu``), given its node's inputs
         and argument inputs; ``batch_level`` unless an operator decides per node."""

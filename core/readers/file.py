@@ -6,7 +6,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -171,6 +173,8 @@ class FileReader(ShardedReader, Operator):
 
         self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
         self._process: _read_process.ReadProcess | None = None  # started by the first batch
+        self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
+        self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
         self.labels = np.asarray(labels, dtype=np.int32)
@@ -195,7 +199,24 @@ class FileReader(ShardedReader, Operator):
     def source_info(self, param: int) -> str:
         return self.files[param]
 
+    def prefetch(self, params) -> None:
+        """Read the batch ``params`` on the reader's own thread, starting now (DALI's readers
+        have a prefetch thread too): the pipeline's stage thread goes on with the iteration
+        before, and ``run_batch_cpu`` takes the bytes when it gets there. Reads run one at a
+        time, in order, so the read processes see one caller (BENCHMARKS.md, "Reading
+        ahead")."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="dlpipe-read-ahead")
+        self._ahead.append((params, self._reader.submit(self._read, params)))
+
     def run_batch_cpu(self, inputs, args, params):
+        if self._ahead and self._ahead[0][0] is params:
+            data = self._ahead.popleft()[1].result()
+        else:
+            data = self._read(params)
+        return data, self.labels[params].reshape(-1, 1)
+
+    def _read(self, params) -> list[np.ndarray]:
         paths = [self.paths[p] for p in params]
         data = None
         if self._process is not None and self._process.owner != os.getpid():
@@ -219,9 +240,13 @@ class FileReader(ShardedReader, Operator):
                 except DataNotFoundError as e:
                     e.sample_index = i
                     raise
-        return data, self.labels[params].reshape(-1, 1)
+        return data
 
     def close(self) -> None:
+        if self._reader is not None:  # reads queued for iterations that will not run
+            self._reader.shutdown(wait=True, cancel_futures=True)
+            self._reader = None
+        self._ahead.clear()
         if self._process is not None:
             self._process.close()
             self._process = None

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import sample_ids
+from conftest import batch_values, file_reader_pipe, sample_ids
 from dlpipe import ArgumentError, DataNotFoundError, Pipeline, PipelineError, fn, ops
 
 
@@ -152,3 +152,22 @@ def test_legacy_ops_file_reader(make_files):
     assert sample_ids(data) == [3, 4, 5]
     assert pipe.reader_meta("Reader")["shard_id"] == 1
     assert ops.readers.File is ops.FileReader
+
+
+def test_reads_ahead_and_yields_what_a_synchronous_pipeline_does(image_root):
+    """The executor draws the next iteration early and the reader starts its read then
+    (``prefetch``); the batches are those of a pipeline that reads nothing ahead."""
+    kw = {"file_root": image_root, "random_shuffle": True, "initial_fill": 8}
+    ahead = file_reader_pipe(5, **kw)
+    plain = file_reader_pipe(5, pipe_kw={"exec_async": False, "exec_pipelined": False}, **kw)
+    got, want = [], []
+    for _ in range(9):
+        got.append(batch_values(ahead.run()))
+        want.append(batch_values(plain.run()))
+    assert got == want
+    reader = ahead._readers["Reader"]
+    assert reader._reader is not None and reader._ahead  # a read is under way
+    assert plain._readers["Reader"]._reader is None
+    ahead.close()
+    assert reader._reader is None and not reader._ahead
+    plain.close()
