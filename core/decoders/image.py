@@ -18,10 +18,10 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from .._dtype import parse_dtype
+from .._geometry.crop_window import RandomCropWindow
 from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, Skipped, register
-from ..operators._crop_window import RandomCropWindow
-from ..operators.cast import parse_dtype
 from ..types import DALIImageType, to_image_type
 from . import _decode_process
 

@@ -5,11 +5,12 @@ Generated from the operator registry, so every registered operator appears here.
 
 import sys
 
-from .. import operators as _operators  # noqa: F401  (registers every operator)
+from .._registry import load_all
 from ..graph import REGISTRY, attach, make_fn
 
+load_all()  # every operator registers itself
 for _schema in sorted(REGISTRY):
     if not _schema.startswith("_"):
         attach(sys.modules[__name__], _schema, make_fn(_schema))
 
-del REGISTRY, attach, make_fn, sys
+del load_all, REGISTRY, attach, make_fn, sys

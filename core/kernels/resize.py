@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ..operators._resize_params import FilterType, _table_len
+from .._geometry.resize_params import FilterType, _table_len
 from . import ctype, get_function, grid_for, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, hwc_view
 
@@ -94,7 +94,7 @@ def _tables(device_id: int):
     """The coefficient tables of every filter type in one device array, and their offsets."""
     import cupy
 
-    from ..operators._resize_params import filter_table
+    from .._geometry.resize_params import filter_table
 
     offsets, chunks, pos = {}, [], 0
     for t in FilterType:
@@ -110,7 +110,7 @@ def _tables(device_id: int):
 def _axis(extent: float, out_size: int, min_filter: int, mag_filter: int, antialias: bool):
     """(kind, anchor, table scale, taps) of one axis: ``resize.select_axis_filter`` and
     ``resize.window_geometry``, memoised."""
-    from ..operators._resize_params import select_axis_filter, window_geometry
+    from .._geometry.resize_params import select_axis_filter, window_geometry
 
     flt = select_axis_filter(
         extent, out_size, FilterType(min_filter), FilterType(mag_filter), antialias
@@ -246,74 +246,6 @@ def resize_batch(
     )
     kernel(grid, block, (dev, tables, np.int32(channels)), stream=stream)
     return out
-
-
-def _geometry(op, hw: np.ndarray, args: dict):
-    """Output sizes and source windows of a batch for the ``fn.resize`` operator ``op``.
-
-    A fully given, positive output size (the common training case) is vectorised; anything else
-    goes through ``op.params_for`` per sample, memoised per input size when no argument input
-    changes the arguments.
-    """
-    from ..operators._resize_params import ResizeMode
-
-    n = len(hw)
-    st = op._static
-    fixed = None
-    if (
-        not args
-        and st["roi_start"] is None
-        and op.max_size is None
-        and op.mode in (None, ResizeMode.DEFAULT, ResizeMode.STRETCH)
-    ):
-        if st["size"] is not None:
-            v = np.atleast_1d(np.asarray(st["size"], np.float64))
-            v = np.repeat(v, 2) if v.size == 1 else v
-            fixed = v if v.size == 2 else None
-        elif st["resize_x"] is not None and st["resize_y"] is not None:
-            fixed = np.array([st["resize_y"], st["resize_x"]], np.float64)
-        if fixed is not None and not ((fixed > 0).all() and (fixed == np.round(fixed)).all()):
-            fixed = None
-    if fixed is not None and (hw > 0).all():
-        out = np.tile(fixed.astype(np.int64), (n, 1))
-        return out, np.zeros((n, 2)), hw.astype(np.float64)
-    out = np.empty((n, 2), np.int64)
-    lo = np.empty((n, 2))
-    hi = np.empty((n, 2))
-    for i in range(n):
-        key = (int(hw[i, 0]), int(hw[i, 1]))
-        if args:
-            p = op.params_for(*key, {k: v[i] for k, v in args.items()})
-        else:
-            p = op.params_for(*key)  # memoised per input size by the operator
-        out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
-    return out, lo, hi
-
-
-def resize_op_batch(op, samples, args: dict, stream):
-    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
-    from ..errors import ArgumentError
-
-    s = as_samples(samples)
-    ndim = s.shapes.shape[1] if len(s) else 3
-    lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
-    if lay not in ("HW", "HWC") or len(lay) != ndim:
-        raise ArgumentError(
-            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
-        )
-    out, lo, hi = _geometry(op, s.shapes[:, :2], args)
-    out_dtype = op.attrs.out_dtype(s.dtype)
-    return resize_batch(
-        s,
-        out,
-        lo,
-        hi,
-        op.attrs.min_filter,
-        op.attrs.mag_filter,
-        op.attrs.antialias,
-        out_dtype,
-        stream=stream,
-    )
 
 
 def crop_resize_batch(samples, windows, size, attrs, stream):

@@ -187,28 +187,3 @@ def _c_strides(shapes: np.ndarray) -> np.ndarray:
 
 def _contiguous(s) -> bool:
     return bool((s.strides == _c_strides(s.shapes)).all())
-
-
-def flip_op_batch(op, samples, args: dict, stream):
-    """``fn.flip(device="gpu")``: one launch for HWC/HW batches; other layouts flip per sample."""
-    import cupy
-
-    from ..operators.flip import _DEFAULT_LAYOUTS, _flag, flip_axes
-
-    s = as_samples(samples)
-    n = len(s)
-    flags = {k: np.full(n, v, np.int64) for k, v in op.flags.items()}
-    for k, vals in args.items():
-        flags[k] = np.array([_flag(k, v) for v in vals], np.int64)
-    ndim = s.shapes.shape[1] if n else 0
-    layout = op._layout or _DEFAULT_LAYOUTS.get(ndim, "")
-    if layout in ("HWC", "HW") and len(layout) == ndim:
-        return flip_batch(s, flags["horizontal"], flags["vertical"], stream=stream)
-    out = []
-    with stream:
-        for i in range(n):
-            axes = flip_axes(
-                layout, flags["horizontal"][i], flags["vertical"][i], flags["depthwise"][i]
-            )
-            out.append(cupy.ascontiguousarray(cupy.flip(s[i], axes)) if axes else s[i])
-    return out

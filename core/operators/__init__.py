@@ -1,22 +1,17 @@
 """Operators, one a file, each with its CPU implementation (and GPU one beside it).
 
-Importing this package imports every module in it (and in ``readers``/``decoders``), so each
-operator registers itself; ``fn`` and ``ops`` are generated from that registry.
+Each module registers its operator when imported; ``_registry.load_all`` imports them all
+(with ``readers`` and ``decoders``), and ``fn`` and ops are generated from that registry.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import sys
 
+from .._geometry import crop_window as _crop_window
+from .._geometry import resize_params as _resize_params
 
-def load_all() -> None:
-    from .. import decoders, readers
-
-    for pkg in (readers, decoders, __import__(__name__, fromlist=["_"])):
-        for info in pkgutil.iter_modules(pkg.__path__):
-            if not info.name.startswith("_") or info.name == "_copy":
-                importlib.import_module(f"{pkg.__name__}.{info.name}")
-
-
-load_all()
+# The old private paths of the shared arithmetic, now in ``_geometry`` (kept for code written
+# against them: ``from dlpipe.operators._resize_params import ...``).
+sys.modules[f"{__name__}._crop_window"] = _crop_window
+sys.modules[f"{__name__}._resize_params"] = _resize_params

@@ -11,38 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import parse_dtype
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..types import DALIDataType, to_numpy_dtype
 
 __all__ = ["Cast", "convert_sat", "parse_dtype", "round_half_away"]
-
-
-def parse_dtype(dtype, who: str, name: str = "dtype", allowed=None) -> np.dtype | None:
-    """Convert a DALI/numpy/str data type to a numpy dtype (``None`` stays ``None``).
-
-    Raises:
-        ArgumentError: naming ``name`` and the value if it is not a data type, or not one of
-            ``allowed`` (numpy dtypes) when given.
-    """
-    if dtype is None or (isinstance(dtype, DALIDataType) and dtype == DALIDataType.NO_TYPE):
-        return None
-    try:
-        dt = to_numpy_dtype(dtype)
-    except (TypeError, ValueError, KeyError):
-        raise ArgumentError(f"{who}: {name}={dtype!r} is not a data type") from None
-    if dt.kind not in "biuf":
-        raise ArgumentError(f"{who}: {name}={dtype!r} is not a numeric data type")
-    if allowed is not None and dt not in [np.dtype(a) for a in allowed]:
-        names = ", ".join(_dali_name(np.dtype(a)) for a in allowed)
-        raise ArgumentError(f"{who}: {name}={dtype!r} is not supported; use one of {names}")
-    return dt
-
-
-def _dali_name(dt: np.dtype) -> str:
-    from ..types import to_dali_dtype
-
-    return to_dali_dtype(dt).name
 
 
 def _below_half(dt: np.dtype):

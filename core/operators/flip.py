@@ -86,6 +86,30 @@ class Flip(Operator):
         return np.ascontiguousarray(x[tuple(index)])
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.slice import flip_op_batch
-
         return flip_op_batch(self, inputs[0], args, stream)
+
+
+def flip_op_batch(op, samples, args: dict, stream):
+    """``fn.flip(device="gpu")``: one launch for HWC/HW batches; other layouts flip per sample."""
+    import cupy
+
+    from ..kernels._batch import as_samples
+    from ..kernels.slice import flip_batch
+
+    s = as_samples(samples)
+    n = len(s)
+    flags = {k: np.full(n, v, np.int64) for k, v in op.flags.items()}
+    for k, vals in args.items():
+        flags[k] = np.array([_flag(k, v) for v in vals], np.int64)
+    ndim = s.shapes.shape[1] if n else 0
+    layout = op._layout or _DEFAULT_LAYOUTS.get(ndim, "")
+    if layout in ("HWC", "HW") and len(layout) == ndim:
+        return flip_batch(s, flags["horizontal"], flags["vertical"], stream=stream)
+    out = []
+    with stream:
+        for i in range(n):
+            axes = flip_axes(
+                layout, flags["horizontal"][i], flags["vertical"][i], flags["depthwise"][i]
+            )
+            out.append(cupy.ascontiguousarray(cupy.flip(s[i], axes)) if axes else s[i])
+    return out

@@ -1,8 +1,8 @@
 """``fn.random_resized_crop``: a random crop window (DALI's ``RandomCropAttr``) resized to
 ``size``, in one resampling pass.
 
-The window is DALI's (``_crop_window.RandomCropWindow``), its uniforms drawn per batch in
-``batch_params`` so the result does not depend on the thread count. As in DALI, the window is
+The window is DALI's (``_geometry.crop_window.RandomCropWindow``), its uniforms drawn per batch
+in ``batch_params`` so the result does not depend on the thread count. As in DALI, the window is
 the resampling ROI on the whole image: no crop is copied, and filter taps near the window's
 edge read the real pixels around it (clamping only at the image border).
 """
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._geometry.crop_window import RandomCropWindow
+from .._geometry.resize_params import ResizeParams
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ._crop_window import RandomCropWindow
-from ._resize_params import ResizeParams
 from .resize import ResamplingAttrs, resample
 
 

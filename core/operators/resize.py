@@ -1,7 +1,7 @@
 """``fn.resize``: DALI's separable resampling on the CPU.
 
-The size arithmetic and the filters are in ``_resize_params.py`` (the GPU kernel uses them
-too). :func:`resample` picks the fastest backend that gives DALI's numbers: OpenCV
+The size arithmetic and the filters are in ``_geometry/resize_params.py`` (the GPU kernel uses
+them too). :func:`resample` picks the fastest backend that gives DALI's numbers: OpenCV
 ``INTER_LINEAR`` when every axis uses the plain bilinear filter on the whole image; Pillow
 (``BILINEAR``/``BICUBIC``/``LANCZOS`` widen their support by the scale factor when shrinking,
 exactly like DALI's antialiasing) for the rest of uint8/float32, with an edge-replicated border
@@ -19,10 +19,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ..errors import ArgumentError
-from ..graph import Operator, register
-from ..types import to_interp_type, to_numpy_dtype
-from ._resize_params import (
+from .._geometry.resize_params import (
     AxisFilter,
     FilterType,
     ResizeMode,
@@ -38,6 +35,9 @@ from ._resize_params import (
     to_resize_mode,
     window_geometry,
 )
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ..types import to_interp_type, to_numpy_dtype
 from .cast import convert_sat
 
 cv2.setNumThreads(1)
@@ -496,9 +496,74 @@ class Resize(Operator):
         return resize_layout(img, lay, p, self.attrs, out_dtype)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.resize import resize_op_batch
-
         return resize_op_batch(self, inputs[0], args, stream)
+
+
+def _batch_geometry(op, hw: np.ndarray, args: dict):
+    """Output sizes and source windows of a batch for the ``fn.resize`` operator ``op``.
+
+    A fully given, positive output size (the common training case) is vectorised; anything else
+    goes through ``op.params_for`` per sample, memoised per input size when no argument input
+    changes the arguments.
+    """
+    n = len(hw)
+    st = op._static
+    fixed = None
+    if (
+        not args
+        and st["roi_start"] is None
+        and op.max_size is None
+        and op.mode in (None, ResizeMode.DEFAULT, ResizeMode.STRETCH)
+    ):
+        if st["size"] is not None:
+            v = np.atleast_1d(np.asarray(st["size"], np.float64))
+            v = np.repeat(v, 2) if v.size == 1 else v
+            fixed = v if v.size == 2 else None
+        elif st["resize_x"] is not None and st["resize_y"] is not None:
+            fixed = np.array([st["resize_y"], st["resize_x"]], np.float64)
+        if fixed is not None and not ((fixed > 0).all() and (fixed == np.round(fixed)).all()):
+            fixed = None
+    if fixed is not None and (hw > 0).all():
+        out = np.tile(fixed.astype(np.int64), (n, 1))
+        return out, np.zeros((n, 2)), hw.astype(np.float64)
+    out = np.empty((n, 2), np.int64)
+    lo = np.empty((n, 2))
+    hi = np.empty((n, 2))
+    for i in range(n):
+        key = (int(hw[i, 0]), int(hw[i, 1]))
+        if args:
+            p = op.params_for(*key, {k: v[i] for k, v in args.items()})
+        else:
+            p = op.params_for(*key)  # memoised per input size by the operator
+        out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
+    return out, lo, hi
+
+
+def resize_op_batch(op, samples, args: dict, stream):
+    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
+    from ..kernels._batch import as_samples
+    from ..kernels.resize import resize_batch
+
+    s = as_samples(samples)
+    ndim = s.shapes.shape[1] if len(s) else 3
+    lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
+    if lay not in ("HW", "HWC") or len(lay) != ndim:
+        raise ArgumentError(
+            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
+        )
+    out, lo, hi = _batch_geometry(op, s.shapes[:, :2], args)
+    out_dtype = op.attrs.out_dtype(s.dtype)
+    return resize_batch(
+        s,
+        out,
+        lo,
+        hi,
+        op.attrs.min_filter,
+        op.attrs.mag_filter,
+        op.attrs.antialias,
+        out_dtype,
+        stream=stream,
+    )
 
 
 def resize_layout(

@@ -6,10 +6,11 @@ Generated from the operator registry.
 
 import sys
 
-from .. import operators as _operators  # noqa: F401  (registers every operator)
+from .._registry import load_all
 from ..graph import LEGACY_NAMES, REGISTRY, attach, make_ops_class
 
 _classes = {}
+load_all()  # every operator registers itself
 for _schema in sorted(REGISTRY):
     if not _schema.startswith("_"):
         _classes[_schema] = make_ops_class(_schema)
@@ -17,4 +18,4 @@ for _schema in sorted(REGISTRY):
 for _alias, _schema in LEGACY_NAMES.items():
     setattr(sys.modules[__name__], _alias, _classes[_schema])
 
-del LEGACY_NAMES, REGISTRY, attach, make_ops_class, sys
+del load_all, LEGACY_NAMES, REGISTRY, attach, make_ops_class, sys
