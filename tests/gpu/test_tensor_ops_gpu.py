@@ -1,0 +1,106 @@
+"""The tensor-manipulation operators on the GPU against the same operators on the CPU, on
+random ragged batches: values, dtype, shape and layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe import Pipeline, fn, types  # noqa: E402
+
+
+def ragged(seed, n=5, ndim=3, dtype=np.uint8, lo=1, hi=9, channels=None):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        shape = [int(v) for v in rng.integers(lo, hi, ndim)]
+        if channels:
+            shape[-1] = channels
+        if np.dtype(dtype).kind == "f":
+            out.append(rng.normal(0, 50, shape).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            out.append(rng.integers(max(info.min, -1000), min(info.max, 1000), shape, dtype=dtype))
+    return out
+
+
+def run_both(batches, build, layout="HWC", extra=()):
+    """``build(data_node, *extra_nodes)`` -> output node(s) on CPU and GPU data: a list of
+    (gpu, cpu) TensorList pairs (the GPU one copied to the host)."""
+    n = len(batches[0])
+    pipe = Pipeline(batch_size=n, num_threads=2, device_id=0, prefetch_queue_depth=1)
+    with pipe:
+        ins = [fn.external_source(source=lambda b=b: b, batch=True, layout=layout) for b in batches]
+        extras = [fn.external_source(source=lambda e=e: e, batch=True) for e in extra]
+        cpu = build(*ins, *extras)
+        gpu = build(*[x.gpu() for x in ins], *extras)
+        cpu = list(cpu) if isinstance(cpu, tuple | list) else [cpu]
+        gpu = list(gpu) if isinstance(gpu, tuple | list) else [gpu]
+        pipe.set_outputs(*gpu, *cpu)
+    outs = pipe.run()
+    k = len(outs) // 2
+    return [(g.as_cpu(), c) for g, c in zip(outs[:k], outs[k:], strict=True)]
+
+
+def assert_same(pairs, exact=True, atol=0.0):
+    for g, c in pairs:
+        assert g.layout() == c.layout()
+        assert g.dtype == c.dtype
+        assert g.shape() == c.shape()
+        for i in range(len(c)):
+            if exact:
+                np.testing.assert_array_equal(g.at(i), c.at(i))
+            else:
+                np.testing.assert_allclose(g.at(i), c.at(i), atol=atol, rtol=1e-5)
+
+
+# --- slice ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(rel_start=[0.2, 0.1], rel_shape=[0.5, 0.7]),
+        dict(start=[-2, 1], shape=[6, 9], out_of_bounds_policy="pad", fill_values=[1, 2, 3]),
+        dict(start=[1, -1], end=[20, 4], out_of_bounds_policy="trim_to_shape"),
+        dict(start=[0], end=[2], axes=[2], dtype=types.FLOAT),
+        dict(start=[1, 1], shape=[3, 3], out_of_bounds_policy="pad", dtype=types.FLOAT16),
+    ],
+)
+def test_slice_named(kw):
+    pairs = run_both([ragged(1, channels=3)], lambda d: fn.slice(d, **kw))
+    assert_same(pairs)
+
+
+def test_slice_positional_inputs_stay_on_the_cpu():
+    batch = ragged(2, channels=3)
+    anchors = [np.float32(np.random.default_rng(i).uniform(0, 0.5, 2)) for i in range(5)]
+    shapes = [np.float32([0.5, 0.5])] * 5
+    pairs = run_both([batch], lambda d, a, s: fn.slice(d, a, s), extra=(anchors, shapes))
+    assert_same(pairs)
+
+
+def test_slice_float_to_uint8_truncates_like_the_cpu():
+    batch = ragged(3, ndim=2, dtype=np.float32)
+    pairs = run_both([batch], lambda d: fn.slice(d, rel_start=[0, 0], dtype=types.UINT8), "HW")
+    assert_same(pairs)
+
+
+def test_slice_4d_int64_and_a_strided_input():
+    batch = ragged(4, ndim=4, dtype=np.int64)
+    pairs = run_both(
+        [batch],
+        lambda d: fn.slice(
+            d,
+            start=[1, 0, 0],
+            shape=[2, 3, 1],
+            axes=[0, 1, 3],
+            out_of_bounds_policy="pad",
+            fill_values=-5,
+        ),
+        "DHWC",
+    )
+    assert_same(pairs)
