@@ -104,3 +104,22 @@ def test_slice_4d_int64_and_a_strided_input():
         "DHWC",
     )
     assert_same(pairs)
+
+
+# --- transpose -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("perm, layout", [([2, 0, 1], "HWC"), ([1, 0, 2], "HWC"), ([0, 1, 2], "")])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int64, np.float16])
+def test_transpose(perm, layout, dtype):
+    pairs = run_both([ragged(5, dtype=dtype)], lambda d: fn.transpose(d, perm=perm), layout)
+    assert_same(pairs)
+
+
+def test_transpose_4d_output_layout():
+    pairs = run_both(
+        [ragged(6, ndim=4)],
+        lambda d: fn.transpose(d, perm=[3, 0, 2, 1], output_layout="ABCD"),
+        "FHWC",
+    )
+    assert_same(pairs)
