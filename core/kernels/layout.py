@@ -301,3 +301,31 @@ def join_batch(batches: Sequence, axis: int, new_axis: bool, stream=None):
     descs, _ = job_descriptors(in_ptrs, out_ptrs, **fields)
     run_jobs(descs, out.dtype, out.dtype, out.device_id, stream)
     return out
+
+
+def c_strides(shapes: np.ndarray) -> np.ndarray:
+    """C-order strides (elements) of each row of ``shapes`` (N, ndim)."""
+    shapes = np.asarray(shapes, np.int64)
+    strides = np.ones_like(shapes)
+    if shapes.ndim == 2 and shapes.shape[1] > 1:
+        strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+    return strides
+
+
+@stream_scoped
+def view_batch(inputs, shapes, dtype=None, stream=None):
+    """The samples with new shapes (and element type) over the same device memory: metadata
+    only (reshape, squeeze, expand_dims, reinterpret). Samples that are not C-ordered are
+    copied first. The caller checks that each new shape holds the sample's bytes."""
+    from ..tensors_gpu import SampleList
+
+    s = as_samples(inputs)
+    n = len(s)
+    dtype = np.dtype(dtype or s.dtype)
+    shapes = np.asarray(shapes, np.int64).reshape(n, -1) if n else np.zeros((0, 0), np.int64)
+    if n and not (s.strides == c_strides(s.shapes)).all():
+        s = copy_batch(s, stream=stream)
+    dense = None
+    if s.dense is not None and n and (shapes == shapes[0]).all():
+        dense = s.dense.reshape(n, -1).view(dtype).reshape((n, *(int(v) for v in shapes[0])))
+    return SampleList(dtype, s.ptrs, shapes, c_strides(shapes), s.owners, s.device_id, dense=dense)

@@ -123,3 +123,38 @@ def test_transpose_4d_output_layout():
         "FHWC",
     )
     assert_same(pairs)
+
+
+# --- reshape, reinterpret, squeeze, expand_dims (metadata only) -----------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(shape=[-1]),
+        dict(rel_shape=[1, -1]),
+        dict(src_dims=[-1, 0, 1, 2], layout="FHWC"),
+        dict(layout="ABC"),
+    ],
+)
+def test_reshape(kw):
+    assert_same(run_both([ragged(7, channels=3)], lambda d: fn.reshape(d, **kw)))
+
+
+def test_reshape_shape_input_and_a_strided_input():
+    batch = ragged(8, channels=2)
+    shapes = [np.array([x.shape[1], x.shape[0], 2], np.int32) for x in batch]
+    pairs = run_both(
+        [batch],
+        lambda d, s: fn.reshape(fn.transpose(d, perm=[1, 0, 2], transpose_layout=False), s),
+        extra=(shapes,),
+    )
+    assert_same(pairs)
+
+
+def test_reinterpret_squeeze_expand_dims():
+    batch = ragged(9, channels=4)
+    assert_same(run_both([batch], lambda d: fn.reinterpret(d, dtype=types.INT32)))
+    batch = ragged(10, channels=1, dtype=np.float32)
+    assert_same(run_both([batch], lambda d: fn.squeeze(d, axis_names="C")))
+    assert_same(run_both([batch], lambda d: fn.expand_dims(d, axes=[0, 4], new_axis_names="FX")))
