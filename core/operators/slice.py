@@ -45,7 +45,7 @@ from ._tensor_args import (
 )
 from .cast import parse_dtype
 
-__all__ = ["Slice", "apply_bounds_policy", "pad_window"]
+__all__ = ["Slice", "apply_bounds_policy", "fill_as", "pad_window"]
 
 _NAMED = ("start", "rel_start", "end", "rel_end", "shape", "rel_shape")
 _POLICIES = ("error", "pad", "trim_to_shape")
@@ -102,7 +102,7 @@ def pad_window(x: np.ndarray, anchor, shape, fill: np.ndarray, channel_dim: int,
     return out
 
 
-def _fill_values(fill, dtype) -> np.ndarray:
+def fill_as(fill, dtype) -> np.ndarray:
     """Fill values as DALI converts them (``static_cast`` to the output type)."""
     f = np.atleast_1d(np.asarray(fill, np.float64)).reshape(-1)
     return clamp_cast(np.trunc(f) if np.dtype(dtype).kind in "iu" else f, dtype)
@@ -381,7 +381,7 @@ class Slice(Operator):
         anchor, shape = self.sample_window(x.shape, inputs[1:], args)
         dtype = self.out_dtype(x.dtype)
         ch = self.channel_dim(x.ndim, shape)
-        return pad_window(x, anchor, shape, _fill_values(self.fill_values, dtype), ch, dtype)
+        return pad_window(x, anchor, shape, fill_as(self.fill_values, dtype), ch, dtype)
 
     def run_batch(self, inputs, args, params, stream):
         from ..kernels._batch import as_samples
@@ -399,5 +399,5 @@ class Slice(Operator):
             anchors[i], shapes[i] = self.sample_window(s.shapes[i], extra, sample_args)
             ch = self.channel_dim(ndim, shapes[i])
         dtype = self.out_dtype(s.dtype)
-        fill = _fill_values(self.fill_values, dtype)
+        fill = fill_as(self.fill_values, dtype)
         return slice_batch(s, anchors, shapes, dtype, fill, ch, stream=stream)

@@ -158,3 +158,19 @@ def test_reinterpret_squeeze_expand_dims():
     batch = ragged(10, channels=1, dtype=np.float32)
     assert_same(run_both([batch], lambda d: fn.squeeze(d, axis_names="C")))
     assert_same(run_both([batch], lambda d: fn.expand_dims(d, axes=[0, 4], new_axis_names="FX")))
+
+
+# --- pad -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(axis_names="W", fill_value=7),
+        dict(axes=[0, 1], align=[4, 8], shape=[10, -1], fill_value=-1),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int64])
+def test_pad(kw, dtype):
+    assert_same(run_both([ragged(11, dtype=dtype, channels=3)], lambda d: fn.pad(d, **kw)))
