@@ -174,3 +174,29 @@ def test_reinterpret_squeeze_expand_dims():
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int64])
 def test_pad(kw, dtype):
     assert_same(run_both([ragged(11, dtype=dtype, channels=3)], lambda d: fn.pad(d, **kw)))
+
+
+# --- cat, stack ---------------------------------------------------------------------------------
+
+
+def _same_rows(seed, n=5, cols=(3, 3, 3), dtype=np.float32):
+    """Inputs whose samples share their first extent (per sample), other extents in ``cols``."""
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(1, 7, n)
+    return [[rng.normal(0, 9, (int(r), c)).astype(dtype) for r in rows] for c in cols]
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cat(axis):
+    if axis == 0:
+        batches = [ragged(12, ndim=2, channels=4), ragged(13, ndim=2, channels=4)]
+    else:
+        batches = _same_rows(14, cols=(1, 3, 2))
+    assert_same(run_both(batches, lambda *xs: fn.cat(*xs, axis=axis), "HW"))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int64])
+def test_stack(axis, dtype):
+    batches = _same_rows(15, cols=(3, 3, 3), dtype=dtype)
+    assert_same(run_both(batches, lambda *xs: fn.stack(*xs, axis=axis, axis_name="S"), "HW"))
