@@ -200,3 +200,26 @@ def test_cat(axis):
 def test_stack(axis, dtype):
     batches = _same_rows(15, cols=(3, 3, 3), dtype=dtype)
     assert_same(run_both(batches, lambda *xs: fn.stack(*xs, axis=axis, axis_name="S"), "HW"))
+
+
+# --- one_hot -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(num_classes=5),
+        dict(num_classes=5, axis=0, dtype=types.UINT8, on_value=3, off_value=1),
+        dict(num_classes=7, axis=1, axis_name="K", dtype=types.INT64),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.uint8])
+def test_one_hot(kw, dtype):
+    rng = np.random.default_rng(16)
+    batch = [rng.integers(-1, 8, (int(n), 2)).astype(dtype) for n in rng.integers(1, 6, 5)]
+    assert_same(run_both([batch], lambda d: fn.one_hot(d, **kw), "NX"))
+
+
+def test_one_hot_legacy_scalars():
+    batch = [np.array([k], np.int64) for k in (0, 3, 9, 2)]
+    assert_same(run_both([batch], lambda d: fn.one_hot(d, num_classes=4), ""))
