@@ -10,7 +10,7 @@ from . import get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples
 
 ONE_HOT_DESC = np.dtype([(f, "<i8") for f in ("in_ptr", "out_ptr", "size", "inner")])
-_TYPES = {
+TYPE_NAMES = {  # every numeric type, as the kernels name them (bool as uint8)
     np.dtype(np.bool_): "uint8",
     np.dtype(np.uint8): "uint8",
     np.dtype(np.int8): "int8",
@@ -30,7 +30,7 @@ _BLOCK = 256
 @functools.cache
 def _get_one_hot_kernel(in_dtype, out_dtype, device_id: int):
     return get_function(
-        "one_hot.cu", f"one_hot<{_TYPES[in_dtype]}, {_TYPES[out_dtype]}>", device_id
+        "one_hot.cu", f"one_hot<{TYPE_NAMES[in_dtype]}, {TYPE_NAMES[out_dtype]}>", device_id
     )
 
 

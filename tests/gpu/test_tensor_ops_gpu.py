@@ -223,3 +223,31 @@ def test_one_hot(kw, dtype):
 def test_one_hot_legacy_scalars():
     batch = [np.array([k], np.int64) for k in (0, 3, 9, 2)]
     assert_same(run_both([batch], lambda d: fn.one_hot(d, num_classes=4), ""))
+
+
+# --- reductions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["min", "max", "sum", "mean", "mean_square", "rms"])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(axis_names="HW"), dict(axes=[2], keep_dims=True), dict(axes=[0, 2])]
+)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int64])
+def test_reductions(name, kw, dtype):
+    batch = ragged(17, dtype=dtype, channels=3, hi=40)  # large and small reductions
+    fnc = getattr(fn.reductions, name)
+    pairs = run_both([batch], lambda d: fnc(d, **kw))
+    exact = name in ("min", "max") or (name == "sum" and dtype != np.float32)
+    assert_same(pairs, exact=exact, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["std_dev", "variance"])
+@pytest.mark.parametrize("kw", [dict(axis_names="HW"), dict(), dict(axes=[1], ddof=1)])
+def test_std_dev_variance(name, kw):
+    batch = ragged(18, dtype=np.float32, channels=3, hi=40)
+
+    def build(d):
+        mean = fn.reductions.mean(d, **{k: v for k, v in kw.items() if k != "ddof"})
+        return getattr(fn.reductions, name)(d, mean, **kw)
+
+    assert_same(run_both([batch], build), exact=False, atol=1e-3)
