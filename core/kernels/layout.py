@@ -326,6 +326,6 @@ def view_batch(inputs, shapes, dtype=None, stream=None):
     if n and not (s.strides == c_strides(s.shapes)).all():
         s = copy_batch(s, stream=stream)
     dense = None
-    if s.dense is not None and n and (shapes == shapes[0]).all():
+    if s.dense is not None and s.dense.flags.c_contiguous and n and (shapes == shapes[0]).all():
         dense = s.dense.reshape(n, -1).view(dtype).reshape((n, *(int(v) for v in shapes[0])))
     return SampleList(dtype, s.ptrs, shapes, c_strides(shapes), s.owners, s.device_id, dense=dense)

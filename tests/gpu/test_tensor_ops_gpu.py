@@ -251,3 +251,24 @@ def test_std_dev_variance(name, kw):
         return getattr(fn.reductions, name)(d, mean, **kw)
 
     assert_same(run_both([batch], build), exact=False, atol=1e-3)
+
+
+# --- copy, cast_like, element_extract ------------------------------------------------------------
+
+
+def test_copy_of_a_strided_batch():
+    batch = ragged(19, dtype=np.int16)
+    assert_same(run_both([batch], lambda d: fn.copy(fn.transpose(d, perm=[1, 0, 2]))))
+
+
+def test_cast_like():
+    x = ragged(20, dtype=np.float32)
+    like = [np.zeros(1, np.int16)] * len(x)
+    pairs = run_both([x, like], lambda a, b: fn.cast_like(a, b), "")
+    assert_same(pairs, exact=False, atol=1.0)  # the GPU rounds halves to even
+
+
+def test_element_extract():
+    seqs = ragged(21, ndim=4, channels=3)
+    pairs = run_both([seqs], lambda d: fn.element_extract(d, element_map=[0, 0]), "FHWC")
+    assert_same(pairs)
