@@ -272,3 +272,38 @@ def test_element_extract():
     seqs = ragged(21, ndim=4, channels=3)
     pairs = run_both([seqs], lambda d: fn.element_extract(d, element_map=[0, 0]), "FHWC")
     assert_same(pairs)
+
+
+# --- normalize ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(axes=[0, 1]),
+        dict(axis_names="HW", scale=64, shift=128, dtype=types.UINT8),
+        dict(axes=[2], epsilon=1.0, ddof=1),
+        dict(batch=True, axes=[0, 1]),
+        dict(batch=True),
+        dict(mean=10.0, stddev=4.0, dtype=types.FLOAT16),
+        dict(mean=10.0),
+        dict(stddev=0.0),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_normalize(kw, dtype):
+    batch = ragged(22, dtype=dtype, channels=3, hi=30)
+    pairs = run_both([batch], lambda d: fn.normalize(d, **kw))
+    assert_same(pairs, exact=False, atol=1.0 if kw.get("dtype") == types.UINT8 else 1e-3)
+
+
+def test_normalize_argument_input_tensors():
+    batch = ragged(23, dtype=np.float32, channels=3)
+    means = [np.float32(np.random.default_rng(i).normal(0, 5, (1, 1, 3))) for i in range(5)]
+    stds = [np.float32([[[1.0, 2.0, 4.0]]])] * 5
+
+    def build(d, m, s):
+        return fn.normalize(d, mean=m, stddev=s), fn.normalize(d, mean=m)
+
+    assert_same(run_both([batch], build, extra=(means, stds)), exact=False, atol=1e-3)
