@@ -307,3 +307,56 @@ def test_normalize_argument_input_tensors():
         return fn.normalize(d, mean=m, stddev=s), fn.normalize(d, mean=m)
 
     assert_same(run_both([batch], build, extra=(means, stds)), exact=False, atol=1e-3)
+
+
+# --- random on the GPU -------------------------------------------------------------------------
+
+
+def _random_pair(build_gpu, build_cpu, n=6, inputs=None):
+    pipe = Pipeline(batch_size=n, num_threads=2, device_id=0, prefetch_queue_depth=1, seed=9)
+    with pipe:
+        if inputs is None:
+            pipe.set_outputs(build_gpu(), build_cpu())
+        else:
+            d = fn.external_source(source=lambda: inputs, batch=True, layout="HWC")
+            pipe.set_outputs(build_gpu(d.gpu()), build_cpu(d))
+    out = []
+    for _ in range(2):
+        g, c = pipe.run()
+        out.append((g.as_cpu(), c))
+    return out
+
+
+@pytest.mark.parametrize(
+    "name, kw",
+    [
+        ("coin_flip", dict(probability=0.3)),
+        ("uniform", dict(range=(-2, 5))),
+        ("uniform", dict(values=[1, 7, 9], shape=[3, 2])),
+        ("normal", dict(mean=2.0, stddev=3.0, shape=4)),
+        ("normal", dict(dtype=types.INT16, stddev=50.0)),
+    ],
+)
+def test_random_gpu_draws_what_the_cpu_draws(name, kw):
+    op = getattr(fn.random, name)
+    pairs = _random_pair(
+        lambda: op(device="gpu", seed=5, **kw), lambda: op(device="cpu", seed=5, **kw)
+    )
+    for g, c in pairs:
+        assert g.dtype == c.dtype and g.shape() == c.shape()
+        for i in range(len(c)):
+            np.testing.assert_array_equal(g.at(i), c.at(i))
+
+
+def test_random_normal_takes_the_shape_of_a_gpu_input():
+    batch = ragged(24, channels=3)
+    pairs = _random_pair(
+        lambda d: fn.random.normal(d, seed=3),
+        lambda d: fn.random.normal(d, seed=3),
+        n=len(batch),
+        inputs=batch,
+    )
+    for g, c in pairs:
+        assert g.shape() == [x.shape for x in batch]
+        for i in range(len(c)):
+            np.testing.assert_array_equal(g.at(i), c.at(i))
