@@ -360,3 +360,29 @@ def test_random_normal_takes_the_shape_of_a_gpu_input():
         assert g.shape() == [x.shape for x in batch]
         for i in range(len(c)):
             np.testing.assert_array_equal(g.at(i), c.at(i))
+
+
+# --- readers.numpy(device="gpu") ----------------------------------------------------------------
+
+
+def test_numpy_reader_gpu_matches_cpu(tmp_path):
+    rng = np.random.default_rng(25)
+    for i in range(6):
+        np.save(tmp_path / f"{i:02d}.npy", rng.normal(0, 1, rng.integers(2, 9, 3)).astype("f4"))
+    pipe = Pipeline(batch_size=3, num_threads=2, device_id=0, seed=2)
+    with pipe:
+        kw = dict(
+            file_root=str(tmp_path),
+            random_shuffle=True,
+            seed=4,
+            rel_roi_start=[0.25],
+            rel_roi_end=[1.0],
+            roi_axes=[0],
+        )
+        g = fn.readers.numpy(device="gpu", name="G", **kw)
+        c = fn.readers.numpy(device="cpu", name="C", **kw)
+        pipe.set_outputs(g, c)
+    assert pipe.reader_meta("G")["epoch_size"] == 6
+    for _ in range(3):
+        g, c = pipe.run()
+        assert_same([(g.as_cpu(), c)])
