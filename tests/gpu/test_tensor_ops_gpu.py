@@ -386,3 +386,15 @@ def test_numpy_reader_gpu_matches_cpu(tmp_path):
     for _ in range(3):
         g, c = pipe.run()
         assert_same([(g.as_cpu(), c)])
+
+
+# --- lookup_table ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64])
+@pytest.mark.parametrize("out", [types.FLOAT, types.UINT8, types.FLOAT16, types.BOOL])
+def test_lookup_table(dtype, out):
+    rng = np.random.default_rng(26)
+    batch = [rng.integers(-3, 300, (int(k), 2)).astype(dtype) for k in rng.integers(1, 9, 5)]
+    kw = dict(keys=[0, 5, 255, 299], values=[1.5, -2.0, 400.0, 0.0], default_value=9.0, dtype=out)
+    assert_same(run_both([batch], lambda d: fn.lookup_table(d, **kw), "NX"))
