@@ -37,10 +37,11 @@ _IDLE_STREAMS: dict[int, list] = {}  # lane streams of collected GPU stages, by 
 
 
 def check_gpu_inputs(gpu_ops: Sequence[OpNode]) -> None:
-    """A GPU operator takes GPU inputs only (DALI's rule); say how to fix the graph."""
+    """A GPU operator takes GPU inputs only (DALI's rule), but for those it declares CPU
+    inputs (``Operator.cpu_inputs``); say how to fix the graph."""
     for node in gpu_ops:
-        for x in node.inputs:
-            if node.device == "gpu" and x.device != "gpu":
+        for i, x in enumerate(node.inputs):
+            if node.device == "gpu" and x.device != "gpu" and i not in node.op.cpu_inputs:
                 raise PipelineError(
                     f"{node.op.schema} (name {node.name!r}) runs on the GPU but its input "
                     f"{x.name!r} is a CPU node: move that node to the GPU with .gpu() first, "

@@ -125,6 +125,9 @@ class Operator:
         num_inputs: (min, max) positional inputs.
         num_outputs: how many outputs one call returns.
         arg_inputs: keyword arguments that may be given a (CPU) DataNode, per sample.
+        cpu_inputs: indices of positional inputs that stay CPU nodes when the operator runs on
+            the GPU (DALI's ``InputDevice::CPU``: the anchor and shape of ``fn.slice``); its
+            ``run_batch`` gets them as lists of numpy arrays.
         is_random: True if the operator draws from ``self.rng`` (gets a seed from the pipeline).
         is_reader: True for readers (have ``reader_meta`` and a ``name``).
         batch_level: True when ``run_sample`` is not used: ``run_batch_cpu`` gets whole batches.
@@ -146,6 +149,7 @@ class Operator:
     num_inputs: tuple[int, int] = (1, 1)
     num_outputs: int = 1
     arg_inputs: frozenset[str] = frozenset()
+    cpu_inputs: tuple[int, ...] = ()
     is_random: bool = False
     is_reader: bool = False
     batch_level: bool = False

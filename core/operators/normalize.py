@@ -8,6 +8,10 @@ deviation is ``sqrt(sum((x - mean)**2) / (N - ddof) + epsilon)``; a zero deviati
 ``stddev`` is used as ``sqrt(stddev**2 + epsilon)`` when ``epsilon`` is set (a zero one again
 gives ``shift``). The arithmetic is float32 (sums in float64); integer outputs round half away
 from zero and saturate.
+
+On the GPU (``device="gpu"``) the same arithmetic runs batched: the statistics in one reduction
+launch each, the output in one elementwise launch (``_normalize_gpu.py``); float results agree
+with the CPU's to float32 rounding of the (differently ordered) sums.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Normalize(Operator):
     """
 
     schema = "normalize"
+    devices = ("cpu", "gpu")
     arg_inputs = frozenset({"mean", "stddev"})
 
     def setup(
@@ -243,3 +248,11 @@ class Normalize(Operator):
         else:
             invs = [self._inv_from_given(s) for s in stds]
         return [[self._apply(x, m, v) for x, m, v in zip(xs, means, invs, strict=True)]]
+
+    # --- GPU ----------------------------------------------------------------------------------
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: the statistics reduced in one launch each, the output in one more (see
+        ``_normalize_gpu.py``); per-sample and ``batch=True`` alike."""
+        from ._normalize_gpu import normalize_gpu
+
+        return normalize_gpu(self, inputs[0], args, stream)

@@ -4,6 +4,11 @@ Each sample's output has the shape ``shape`` (an int or a list; per-sample argum
 allowed), or the shape of the optional positional input, or else is a 0-d scalar. Their outputs
 usually feed argument inputs: ``fn.flip(images, horizontal=fn.random.coin_flip())``.
 
+On the GPU (``device="gpu"``, or a GPU input whose samples' shapes set the output's) the same
+numbers are drawn on the host and the batch is uploaded in one copy, so a seed gives the same
+values on either device. (DALI draws them with cuRAND on the GPU; its values differ from its
+own CPU operators'.)
+
 Determinism: every random number is drawn in ``batch_params`` from ``self.rng``, sequentially,
 so a given seed gives the same batches whatever ``num_threads`` is. When the shape is known up
 front (static ``shape``, or a scalar) the numbers themselves are drawn there; otherwise (shape
@@ -40,6 +45,7 @@ def _scalar(v) -> float:
 
 class _RandomBase(Operator):
     num_inputs = (0, 1)
+    devices = ("cpu", "gpu")
     is_random = True
     _base = "uniform"  # or "normal": the base distribution drawn up front
 
@@ -92,6 +98,32 @@ class _RandomBase(Operator):
         else:
             return np.asarray(pre)
         return self._draw(np.random.default_rng(seed), shape)
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU: the numbers are drawn on the host exactly as on the CPU (from the same
+        ``batch_params``, so a seed gives the same batches on either device) and the batch is
+        uploaded in one copy; a GPU input only lends its samples' shapes."""
+        from types import SimpleNamespace
+
+        from ._copy import CopyToGpu
+
+        if getattr(self, "_uploader", None) is None:
+            self._uploader = CopyToGpu(device="mixed")
+        n = len(params)
+        if not inputs and not args:
+            batch = self.run_batch_cpu((), {}, params)[0]
+            samples = [batch[i, ...] for i in range(n)]
+        else:
+            shapes = inputs[0].shape_list() if inputs else [None] * n
+            samples = [
+                self.run_sample(
+                    (SimpleNamespace(shape=shapes[i]),) if inputs else (),
+                    {k: v[i] for k, v in args.items()},
+                    params[i],
+                )
+                for i in range(n)
+            ]
+        return self._uploader.run_batch([samples], {}, None, stream)
 
     def _to_dtype(self, v: np.ndarray) -> np.ndarray:
         if v.dtype == self.dtype:

@@ -5,6 +5,12 @@ ROI's pages are touched) or, with ``dont_use_mmap=True``, read with plain reads.
 arrays come out in C order with numpy's shape, i.e. exactly ``np.load(path)`` made contiguous.
 Files are listed, sharded and shuffled as in ``fn.readers.file`` (including the one-off global
 shuffle of ``random_shuffle`` and ``shuffle_after_epoch``); there is no label output.
+
+``device="gpu"``: the files are read (and their ROI cut) on the host exactly as on the CPU, and
+each batch goes to the GPU in one copy through pinned memory (the ``_copy_to_gpu`` operator
+behind ``DataNode.gpu()``). DALI's GPU numpy reader reads with GPUDirect Storage (cuFile)
+straight into GPU memory where the file system allows it; that path is not implemented here,
+so its outputs are the same but the bytes pass through host memory.
 """
 
 from __future__ import annotations
@@ -149,6 +155,9 @@ class NumpyReader(ShardedReader, Operator):
         prefetch_queue_depth, read_ahead, lazy_init, skip_cached_images, tensor_init_bytes,
         register_buffers: as in ``fn.readers.file``.
 
+    ``device="gpu"`` gives the batch on the GPU (read on the host, one upload per batch; see the
+    module docstring about DALI's GPUDirect Storage path).
+
     Example:
         >>> volumes = fn.readers.numpy(file_root="/data/ct", rel_roi_start=(0.25, 0.25),
         ...                            rel_roi_shape=(0.5, 0.5), roi_axes=(1, 2), name="Reader")
@@ -158,6 +167,7 @@ class NumpyReader(ShardedReader, Operator):
     """
 
     schema = "readers.numpy"
+    devices = ("cpu", "gpu")
     light = True
     num_inputs = (0, 0)
     num_outputs = 1
@@ -201,6 +211,9 @@ class NumpyReader(ShardedReader, Operator):
     ) -> None:
         who = "readers.numpy"
         self.who = who
+        # device="gpu": this node reads on the host (CPU stage); after_call() adds the upload.
+        self.out_device = self.device
+        self.device = "cpu"
         if files is not None and file_list is not None:
             raise ArgumentError(f"{who}: give either files= or file_list=, not both")
         if files is None and file_list is None and file_root is None:
@@ -270,6 +283,11 @@ class NumpyReader(ShardedReader, Operator):
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
+
+    def after_call(self, outputs):
+        if self.out_device != "gpu":
+            return outputs
+        return [outputs[0].gpu()]
 
     def _check_roi_names(self, roi: dict) -> None:
         if sum(n in roi for n in ROI_START) > 1:

@@ -1,0 +1,130 @@
+"""The GPU side of ``fn.normalize``: the elementwise step (``normalize.cu``), one launch per
+batch, after the statistics were reduced (``reduce.cu``) or uploaded (given ``mean``/``stddev``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import get_function, stream_scoped, upload
+from ._batch import alloc_batch, as_samples
+from .one_hot import TYPE_NAMES
+
+MAX_DIMS = 8
+NORM_DESC = np.dtype(
+    [
+        (f, "<i8")
+        for f in (
+            "in_ptr",
+            "out_ptr",
+            "mean_ptr",
+            "dev_ptr",
+            "size",
+            "ndim",
+            "count",
+            "dev_is_sumsq",
+        )
+    ]
+    + [(f, "<i8", (MAX_DIMS,)) for f in ("shape", "in_strides", "mean_strides", "dev_strides")]
+)
+_BLOCK = 256
+OUT_TYPES = frozenset(
+    np.dtype(t)
+    for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32)
+    + (np.float16, np.float32, np.float64)
+)
+
+
+@functools.cache
+def _get_normalize_kernel(in_dtype, out_dtype, device_id: int):
+    expr = f"normalize_apply<{TYPE_NAMES[in_dtype]}, {TYPE_NAMES[out_dtype]}>"
+    return get_function("normalize.cu", expr, device_id)
+
+
+def broadcast_strides(param_shapes: np.ndarray) -> np.ndarray:
+    """C-order strides (elements) of parameter arrays of ``param_shapes`` (N, ndim), 0 along
+    axes of extent 1 (broadcast over the data)."""
+    shapes = np.asarray(param_shapes, np.int64)
+    strides = np.ones_like(shapes)
+    if shapes.shape[1] > 1:
+        strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+    return np.where(shapes == 1, 0, strides)
+
+
+def normalize_descriptors(
+    in_ptrs,
+    out_ptrs,
+    shapes,
+    in_strides,
+    mean_ptrs,
+    mean_shapes,
+    dev_ptrs,
+    dev_shapes,
+    dev_is_sumsq: bool,
+    counts,
+) -> np.ndarray:
+    """The ``NORM_DESC`` array: one per sample (see ``normalize.cu``).
+
+    Raises:
+        ValueError: samples of more than ``MAX_DIMS`` dimensions.
+    """
+    shapes = np.asarray(shapes, np.int64)
+    n, ndim = shapes.shape
+    if ndim > MAX_DIMS:
+        raise ValueError(f"GPU normalize handles up to {MAX_DIMS} dimensions, got {ndim}")
+    d = np.zeros(n, NORM_DESC)
+    for name, ptrs in (
+        ("in_ptr", in_ptrs),
+        ("out_ptr", out_ptrs),
+        ("mean_ptr", mean_ptrs),
+        ("dev_ptr", dev_ptrs),
+    ):
+        d[name] = np.asarray(ptrs, np.uint64).view(np.int64)
+    d["size"] = shapes.prod(axis=1)
+    d["ndim"] = ndim
+    d["count"] = counts
+    d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
+    d["shape"][:, :ndim] = shapes
+    d["in_strides"][:, :ndim] = in_strides
+    d["mean_strides"][:, :ndim] = broadcast_strides(mean_shapes)
+    d["dev_strides"][:, :ndim] = broadcast_strides(dev_shapes)
+    return d
+
+
+def upload_params(arrays: list[np.ndarray], dtype, stream) -> tuple:
+    """Per-sample parameter arrays as one device buffer: (buffer, per-sample addresses)."""
+    dtype = np.dtype(dtype)
+    flat = [np.ascontiguousarray(a, dtype).reshape(-1) for a in arrays]
+    sizes = np.array([f.size for f in flat], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(flat) else sizes
+    host = np.concatenate(flat) if flat else np.zeros(1, dtype)
+    dev = upload(host if host.size else np.zeros(1, dtype), stream)
+    ptrs = np.uint64(dev.data.ptr) + (offsets * dtype.itemsize).astype(np.uint64)
+    return dev, ptrs
+
+
+@stream_scoped
+def normalize_apply_batch(
+    inputs, out_dtype, descs_args: dict, scale, shift, eps, ddof, stream=None
+):
+    """``out = (x - mean) * inv + shift`` for every sample; ``descs_args`` are the keyword
+    arguments of ``normalize_descriptors`` but the input/output addresses and shapes."""
+    s = as_samples(inputs)
+    out = alloc_batch(s.shapes, out_dtype, s.device_id)
+    n = len(s)
+    if n == 0:
+        return out
+    d = normalize_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, **descs_args)
+    size = int(d["size"].max())
+    if size == 0:
+        return out
+    k = _get_normalize_kernel(np.dtype(s.dtype), np.dtype(out_dtype), s.device_id)
+    k(
+        (max(1, min(4096, -(-size // _BLOCK))), 1, n),
+        (_BLOCK, 1, 1),
+        (upload(d, stream), np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
+        stream=stream,
+    )
+    return out

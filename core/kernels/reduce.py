@@ -1,0 +1,124 @@
+"""The GPU side of ``fn.reductions.*`` (``reduce.cu``): one launch per batch.
+
+Per sample, the descriptor splits the input's axes into kept ones (they index the output, in
+order) and reduced ones. A batch whose outputs each reduce few elements runs ``reduce_small``
+(a thread per output); otherwise ``reduce_block`` (a block of 256 threads per output).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import get_function, stream_scoped, upload
+from ._batch import alloc_batch, as_samples
+from .one_hot import TYPE_NAMES
+
+MAX_DIMS = 8
+OPS = {
+    "sum": 0,
+    "min": 1,
+    "max": 2,
+    "mean": 3,
+    "mean_square": 4,
+    "rms": 5,
+    "variance": 6,
+    "std_dev": 7,
+}
+REDUCE_DESC = np.dtype(
+    [(f, "<i8") for f in ("in_ptr", "out_ptr", "mean_ptr", "n_out", "n_red", "n_kept", "n_reduced")]
+    + [(f, "<i8", (MAX_DIMS,)) for f in ("kept_shape", "kept_strides", "red_shape", "red_strides")]
+    + [("norm", "<f8")]
+)
+_BLOCK = 256
+_SMALL = 64  # elements per output up to which one thread computes an output
+
+
+@functools.cache
+def _get_reduce_kernel(kind: str, in_dtype, out_dtype, op: int, device_id: int):
+    expr = f"reduce_{kind}<{TYPE_NAMES[in_dtype]}, {TYPE_NAMES[out_dtype]}, {op}>"
+    return get_function("reduce.cu", expr, device_id)
+
+
+def reduce_descriptors(in_ptrs, out_ptrs, in_shapes, in_strides, axes, norms, mean_ptrs=None):
+    """The ``REDUCE_DESC`` array: per sample, the kept and reduced axes' extents and strides.
+
+    Args:
+        in_ptrs, out_ptrs: (N,) device addresses.
+        in_shapes, in_strides: (N, ndim) input shapes and strides (elements).
+        axes: the reduced axes (the same for every sample).
+        norms: (N,) the final scale (see ``reduce.cu``).
+        mean_ptrs: (N,) addresses of float32 means per output, or None.
+
+    Raises:
+        ValueError: more than ``MAX_DIMS`` kept or reduced axes.
+    """
+    in_shapes = np.asarray(in_shapes, np.int64)
+    in_strides = np.asarray(in_strides, np.int64)
+    n, ndim = in_shapes.shape
+    red = sorted(set(int(a) for a in axes))
+    kept = [a for a in range(ndim) if a not in red]
+    if len(red) > MAX_DIMS or len(kept) > MAX_DIMS:
+        raise ValueError(f"GPU reductions handle up to {MAX_DIMS} kept and reduced axes")
+    d = np.zeros(n, REDUCE_DESC)
+    d["in_ptr"] = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    d["out_ptr"] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    if mean_ptrs is not None:
+        d["mean_ptr"] = np.asarray(mean_ptrs, np.uint64).view(np.int64)
+    d["n_kept"], d["n_reduced"] = len(kept), len(red)
+    d["kept_shape"][:, : len(kept)] = in_shapes[:, kept]
+    d["kept_strides"][:, : len(kept)] = in_strides[:, kept]
+    d["red_shape"][:, : len(red)] = in_shapes[:, red]
+    d["red_strides"][:, : len(red)] = in_strides[:, red]
+    d["n_out"] = in_shapes[:, kept].prod(axis=1)
+    d["n_red"] = in_shapes[:, red].prod(axis=1)
+    d["norm"] = norms
+    return d
+
+
+@stream_scoped
+def reduce_batch(
+    inputs, axes, op: str, out_dtype, out_shapes, norms, neutral, means=None, stream=None
+):
+    """Reduce every sample over ``axes`` (see ``reduce.cu``).
+
+    Args:
+        inputs: the batch.
+        axes: the reduced axes.
+        op: a key of ``OPS``.
+        out_dtype: the output type.
+        out_shapes: (N, out_ndim) output shapes (with or without the kept unit axes).
+        norms: (N,) final scales.
+        neutral: the reduction's start value (0, or the type's max/min for min/max).
+        means: for variance/std_dev, a batch of float32 means, one per output element.
+        stream: the CUDA stream.
+    """
+    from .layout import c_strides, copy_batch
+
+    s = as_samples(inputs)
+    out = alloc_batch(out_shapes, out_dtype, s.device_id)
+    n = len(s)
+    if n == 0:
+        return out
+    mean_ptrs = None
+    if means is not None:
+        m = as_samples(means)
+        if len(m) and not (m.strides == c_strides(m.shapes)).all():
+            m = copy_batch(m, stream=stream)
+        mean_ptrs = m.ptrs
+    d = reduce_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, axes, norms, mean_ptrs)
+    n_out = int(d["n_out"].max())
+    if n_out == 0:
+        return out
+    small = int(d["n_red"].max()) <= _SMALL
+    kind = "small" if small else "block"
+    k = _get_reduce_kernel(kind, np.dtype(s.dtype), np.dtype(out_dtype), OPS[op], s.device_id)
+    blocks = -(-n_out // _BLOCK) if small else n_out
+    k(
+        (max(1, min(4096, blocks)), 1, n),
+        (_BLOCK, 1, 1),
+        (upload(d, stream), np.float64(neutral)),
+        stream=stream,
+    )
+    return out

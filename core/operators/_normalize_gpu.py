@@ -1,0 +1,156 @@
+"""The GPU side of ``fn.normalize`` (see ``normalize.py`` for the arithmetic it reproduces).
+
+Per batch: the mean is given (a scalar, or per-sample tensors uploaded in one copy) or reduced
+on the GPU (``reductions`` kernel, one launch); the deviation likewise, or reduced as sums of
+squared differences from that mean (one launch); then one elementwise launch writes the output,
+computing ``inv = scale / sqrt(var + epsilon)`` per element in float32 as the CPU side does.
+With ``batch=True`` the per-sample sums are added over the batch on the GPU (a few small
+launches). The one case the reduction kernel cannot take, a given mean tensor that varies
+along a reduced axis, falls back to CuPy array operations per sample.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+
+def _keep_shape(shape, axes) -> tuple[int, ...]:
+    return tuple(1 if d in axes else int(e) for d, e in enumerate(shape))
+
+
+def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
+    x = SimpleNamespace(ndim=len(shape), shape=tuple(int(v) for v in shape))
+    v = op._given(args, name, x)
+    if v is None:
+        return None
+    return np.asarray(v, np.float32).reshape(v.shape if v.ndim else (1,) * len(shape))
+
+
+def normalize_gpu(op, samples, args: dict, stream):
+    """``fn.normalize(device="gpu")`` on a batch (a SampleList); returns the output batch."""
+    import cupy
+
+    from ..kernels._batch import alloc_batch, as_samples
+    from ..kernels.normalize import OUT_TYPES, normalize_apply_batch, upload_params
+    from ..kernels.reduce import reduce_batch
+
+    s = as_samples(samples)
+    n = len(s)
+    if op.dtype not in OUT_TYPES:
+        raise ArgumentError(f"{op.schema}: dtype={op.dtype} is not supported on the GPU")
+    if n == 0:
+        return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
+    ndim = s.shapes.shape[1]
+    per = [{k: v[i] for k, v in args.items()} for i in range(n)]
+    means = [_host_param(op, per[i], "mean", s.shapes[i]) for i in range(n)]
+    devs = [_host_param(op, per[i], "stddev", s.shapes[i]) for i in range(n)]
+    if op.batch:
+        axes = op._reduced_axes(ndim, ())
+        kept = [d for d in range(ndim) if d not in axes]
+        if len({tuple(sh[kept]) for sh in s.shapes}) > 1:
+            raise ArgumentError(
+                f"{op.schema}: batch=True needs equal extents in the non-reduced axes {kept}; "
+                f"got shapes {s.shape_list()}"
+            )
+    else:
+        axes = op._reduced_axes(ndim, (means[0], devs[0]))
+    keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
+    counts = np.array([int(np.prod(sh[axes])) if axes else 1 for sh in s.shapes], np.int64)
+
+    # --- the mean ------------------------------------------------------------------------------
+    if means[0] is None:
+        if op.batch:
+            sums = reduce_batch(s, axes, "sum", np.float64, keep, np.ones(n), 0.0, stream=stream)
+            with stream:
+                total = sums.to_dense().sum(axis=0)
+                mean_arr = (total / max(int(counts.sum()), 1)).astype(np.float32)
+            mean_ptrs = np.full(n, mean_arr.data.ptr, np.uint64)
+            mean_shapes = np.tile(keep[0], (n, 1))
+            mean_batch = [mean_arr] * n
+        else:
+            norms = 1.0 / np.maximum(counts, 1)
+            mean_batch = reduce_batch(s, axes, "mean", np.float32, keep, norms, 0.0, stream=stream)
+            mean_ptrs, mean_shapes = mean_batch.ptrs, keep
+    else:
+        buf, mean_ptrs = upload_params(means, np.float32, stream)
+        mean_shapes = np.array([m.shape for m in means], np.int64)
+        mean_batch = None
+
+    # --- the deviation ---------------------------------------------------------------------------
+    if devs[0] is None:
+        dev_is_sumsq = True
+        dev_shapes = keep
+        if mean_batch is None:  # a given mean: one value per statistic, if it fits
+            fits = all(
+                np.all((m.shape == k) | (np.asarray(m.shape) == 1))
+                for m, k in zip(means, keep, strict=True)
+            )
+            if fits:
+                expanded = [np.broadcast_to(m, tuple(k)) for m, k in zip(means, keep, strict=True)]
+                mbuf, mptrs = upload_params(expanded, np.float32, stream)
+                mean_batch = _views(cupy, mbuf, mptrs, keep, s.device_id)
+        if mean_batch is None:
+            sumsq = _sumsq_fallback(cupy, s, means, axes, stream)
+        else:
+            sumsq = reduce_batch(
+                s, axes, "variance", np.float64, keep, np.ones(n), 0.0, mean_batch, stream=stream
+            )
+        if op.batch:
+            with stream:
+                total = sumsq.to_dense().sum(axis=0)
+            dev_ptrs = np.full(n, total.data.ptr, np.uint64)
+            dev_shapes = np.tile(keep[0], (n, 1))
+            counts = np.full(n, int(counts.sum()), np.int64)
+        else:
+            dev_ptrs = sumsq.ptrs
+    else:
+        dev_is_sumsq = False
+        buf, dev_ptrs = upload_params(devs, np.float32, stream)
+        dev_shapes = np.array([v.shape for v in devs], np.int64)
+
+    out = normalize_apply_batch(
+        s,
+        op.dtype,
+        dict(
+            mean_ptrs=mean_ptrs,
+            mean_shapes=mean_shapes,
+            dev_ptrs=dev_ptrs,
+            dev_shapes=dev_shapes,
+            dev_is_sumsq=dev_is_sumsq,
+            counts=counts,
+        ),
+        op.scale,
+        op.shift,
+        op.epsilon,
+        op.ddof,
+        stream=stream,
+    )
+    # The statistics are freed when this returns; CuPy's pool reuses their memory only for
+    # later work on this stream, so the kernel has read them by then.
+    return out
+
+
+def _views(cupy, buf, ptrs, shapes, device_id):
+    """A batch of float32 arrays at ``ptrs`` inside ``buf`` (one upload)."""
+    from ..kernels.layout import c_strides
+    from ..tensors_gpu import SampleList
+
+    return SampleList(np.float32, ptrs, shapes, c_strides(shapes), buf, device_id)
+
+
+def _sumsq_fallback(cupy, s, means, axes, stream):
+    """Sums of squared differences from a given mean that varies along a reduced axis: CuPy
+    array operations per sample (a rare configuration)."""
+    from ..tensors_gpu import SampleList
+
+    outs = []
+    with stream:
+        for i in range(len(s)):
+            x = s[i].astype(cupy.float64)
+            d = x - cupy.asarray(means[i], dtype=cupy.float32).astype(cupy.float64)
+            outs.append((d * d).sum(axis=tuple(axes), keepdims=True))
+    return SampleList.from_arrays(outs, s.device_id)

@@ -1,0 +1,164 @@
+"""``fn.pad``: pad the samples of a batch at the end of the chosen axes (DALI's ``Pad``,
+``dali/operators/generic/pad.h``).
+
+Per padded axis ``axes[i]`` the output extent is, for each sample: ``shape[i]`` when it is
+positive, else the largest extent of that axis in the batch; never less than the sample's own;
+then rounded up to a multiple of ``align[i]`` (one ``align`` value applies to every axis). Axes
+default to all of them; ``axis_names`` picks them by layout letter. The input data is placed at
+the start; the rest is ``fill_value`` (converted to the input type). ``shape`` and ``align``
+accept per-sample argument inputs. The layout and type are the input's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ._tensor_args import axes_from_names, int_list, layout_arg
+from .slice import fill_as, pad_window
+
+__all__ = ["Pad", "padded_shapes"]
+
+
+def _aligned(extent: int, align: int) -> int:
+    rem = extent % align
+    return extent + (align - rem if rem else 0)
+
+
+def padded_shapes(in_shapes, axes, shapes, aligns, who: str = "pad") -> np.ndarray:
+    """The (N, ndim) output shapes: see the module docstring.
+
+    Args:
+        in_shapes: (N, ndim) input shapes.
+        axes: the padded axes.
+        shapes: per sample, the requested extent per padded axis (<= 0: the batch's largest),
+            or None.
+        aligns: per sample, one alignment or one per padded axis, or None.
+        who: the operator name for errors.
+    """
+    in_shapes = np.asarray(in_shapes, np.int64)
+    out = in_shapes.copy()
+    if not len(in_shapes):
+        return out
+    largest = in_shapes.max(axis=0)
+    for i in range(len(in_shapes)):
+        req = shapes[i] if shapes is not None else None
+        if req is not None and len(req) != len(axes):
+            raise ArgumentError(
+                f"{who}: if explicit shape is provided, there should be a value per axis to be "
+                f"padded: expected {len(axes)} values for shape, got {len(req)} ({list(req)})"
+            )
+        al = aligns[i] if aligns is not None else None
+        if al is not None:
+            if any(a <= 0 for a in al):
+                raise ArgumentError(f"{who}: values of align={list(al)} must be positive")
+            if len(al) not in (1, len(axes)):
+                raise ArgumentError(
+                    f"{who}: align={list(al)} needs one value or one per padded axis ({len(axes)})"
+                )
+        for k, axis in enumerate(axes):
+            extent = int(in_shapes[i, axis])
+            target = int(req[k]) if req is not None and req[k] > 0 else int(largest[axis])
+            extent = max(extent, target)
+            if al is not None and len(al):
+                extent = _aligned(extent, int(al[0] if len(al) == 1 else al[k]))
+            out[i, axis] = extent
+    return out
+
+
+@register(legacy=("Pad",))
+class Pad(Operator):
+    """Pads every sample to the batch's largest extents (or ``shape``) along ``axes``.
+
+    Args:
+        fill_value: the padding value (default 0).
+        axes: the padded axes (default: all); exclusive with ``axis_names``.
+        axis_names: the padded axes by layout letter.
+        shape: the extent per padded axis (-1: the batch's largest); argument input allowed.
+        align: round each padded extent up to a multiple of it (one value or one per axis);
+            argument input allowed.
+
+    Example:
+        >>> with pipe:
+        ...     boxes = fn.pad(boxes, fill_value=-1)  # (N, 4) -> (max N in batch, 4)
+    """
+
+    schema = "pad"
+    devices = ("cpu", "gpu")
+    batch_level = True
+    arg_inputs = frozenset({"shape", "align"})
+
+    def setup(self, *, fill_value=0.0, axes=None, axis_names=None, shape=None, align=None):
+        who = self.schema
+        if axes is not None and axis_names is not None:
+            raise ArgumentError(f"{who}: arguments axis_names and axes are mutually exclusive")
+        self.fill_value = float(fill_value)
+        if not np.isfinite(self.fill_value):
+            raise ArgumentError(f"{who}: fill_value={fill_value!r} must be finite")
+        self.axes = int_list(axes, who, "axes")
+        self.axis_names = layout_arg(axis_names, who, "axis_names") or None
+        self.shape = int_list(shape, who, "shape")
+        self.align = int_list(align, who, "align")
+        if self.align is not None and any(a <= 0 for a in self.align):
+            raise ArgumentError(f"{who}: values of align={list(self.align)} must be positive")
+        self._layout = ""
+
+    def output_layouts(self, input_layouts):
+        self._layout = input_layouts[0] if input_layouts else ""
+        if self.axis_names:
+            axes_from_names(self.axis_names, self._layout, self.schema)
+        return [self._layout]
+
+    def _axes(self, ndim: int) -> list[int]:
+        if self.axis_names:
+            return axes_from_names(self.axis_names, self._layout, self.schema)
+        if not self.axes:
+            return list(range(ndim))
+        for a in self.axes:
+            if not 0 <= a < ndim:
+                raise ArgumentError(
+                    f"{self.schema}: specified axis is out of bounds: axis={a}, ndim={ndim}"
+                )
+        return list(self.axes)
+
+    def _per_sample(self, name: str, args: dict, n: int):
+        if name in args:
+            return [int_list(v, self.schema, name) for v in args[name]]
+        static = getattr(self, name)
+        return None if static is None else [static] * n
+
+    def out_shapes(self, in_shapes, args: dict) -> tuple[np.ndarray, list[int]]:
+        in_shapes = np.asarray(in_shapes, np.int64)
+        n = len(in_shapes)
+        ndim = in_shapes.shape[1] if n else 0
+        axes = self._axes(ndim)
+        shapes = self._per_sample("shape", args, n)
+        aligns = self._per_sample("align", args, n)
+        return padded_shapes(in_shapes, axes, shapes, aligns, self.schema), axes
+
+    def _check_rank(self, shapes: list) -> None:
+        if len({len(s) for s in shapes}) > 1:
+            raise ArgumentError(f"{self.schema}: the samples must have the same number of dims")
+
+    def run_batch_cpu(self, inputs, args, params):
+        xs = [np.asarray(x) for x in inputs[0]]
+        if not xs:
+            return [[]]
+        self._check_rank([x.shape for x in xs])
+        out_shapes, _ = self.out_shapes([x.shape for x in xs], args)
+        outs = []
+        for x, shape in zip(xs, out_shapes, strict=True):
+            fill = fill_as(self.fill_value, x.dtype)
+            outs.append(pad_window(x, np.zeros(x.ndim, np.int64), shape, fill, -1, x.dtype))
+        return [outs]
+
+    def run_batch(self, inputs, args, params, stream):
+        from ..kernels._batch import as_samples
+        from ..kernels.layout import slice_batch
+
+        s = as_samples(inputs[0])
+        out_shapes, _ = self.out_shapes(s.shapes, args)
+        anchors = np.zeros_like(out_shapes)
+        fill = fill_as(self.fill_value, s.dtype)
+        return slice_batch(s, anchors, out_shapes, s.dtype, fill, stream=stream)

@@ -1,0 +1,139 @@
+"""fn.pad: the examples of DALI's own documentation, random batches against numpy padding,
+argument inputs, layouts and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpipe import ArgumentError, Pipeline, fn, ops
+from dlpipe.operators.pad import Pad
+
+
+def run(batch, layout="", args=None, **kw):
+    op = Pad(**kw)
+    assert op.output_layouts([layout]) == [layout]
+    return op.run_batch_cpu([[np.asarray(x) for x in batch]], args or {}, None)[0]
+
+
+ONE_D = [[3, 4, 2, 5, 4], [2, 2], [3, 199, 5]]
+
+
+@pytest.mark.parametrize(
+    "batch, kw, want",
+    [
+        (
+            ONE_D,
+            dict(fill_value=-1, axes=(0,)),
+            [[3, 4, 2, 5, 4], [2, 2, -1, -1, -1], [3, 199, 5, -1, -1]],
+        ),
+        (
+            ONE_D + [[1, 2, 3, 4, 5, 6, 7, 8]],
+            dict(fill_value=-1, axes=(0,), shape=(7,)),
+            [
+                [3, 4, 2, 5, 4, -1, -1],
+                [2, 2, -1, -1, -1, -1, -1],
+                [3, 199, 5, -1, -1, -1, -1],
+                [1, 2, 3, 4, 5, 6, 7, 8],
+            ],
+        ),
+        (
+            ONE_D,
+            dict(fill_value=-1, axes=(0,), align=(4,)),
+            [[3, 4, 2, 5, 4, -1, -1, -1], [2, 2, -1, -1, -1, -1, -1, -1], [3, 199, 5] + [-1] * 5],
+        ),
+        (
+            ONE_D,
+            dict(fill_value=-1, axes=(0,), shape=(1,), align=(2,)),
+            [[3, 4, 2, 5, 4, -1], [2, 2], [3, 199, 5, -1]],
+        ),
+        (
+            [[[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2], [4, 5]]],
+            dict(fill_value=42, axes=(1,)),
+            [[[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 42, 42], [4, 5, 42, 42]]],
+        ),
+        (
+            [[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], [[1, 2], [4, 5]]],
+            dict(fill_value=0, axes=(0, 1), align=(4, 5)),
+            [
+                [[1, 2, 3, 4, 0], [5, 6, 7, 8, 0], [9, 10, 11, 12, 0], [0] * 5],
+                [[1, 2, 0, 0, 0], [4, 5, 0, 0, 0], [0] * 5, [0] * 5],
+            ],
+        ),
+        (
+            [[[1, 2, 3], [4, 5, 6]], [[1, 2], [4, 5], [6, 7]]],
+            dict(fill_value=0, axes=(0, 1), align=(1, 2), shape=(4, -1)),
+            [
+                [[1, 2, 3, 0], [4, 5, 6, 0], [0] * 4, [0] * 4],
+                [[1, 2, 0, 0], [4, 5, 0, 0], [6, 7, 0, 0], [0] * 4],
+            ],
+        ),
+    ],
+)
+def test_dali_documentation_examples(batch, kw, want):
+    out = run([np.array(x, np.int32) for x in batch], **kw)
+    assert len(out) == len(want)
+    for o, w in zip(out, want, strict=True):
+        np.testing.assert_array_equal(o, np.array(w, np.int32))
+        assert o.dtype == np.int32
+
+
+def test_random_batches_default_axes_and_axis_names():
+    rng = np.random.default_rng(0)
+    batch = [
+        rng.integers(0, 255, (int(h), int(w), 3), dtype=np.uint8)
+        for h, w in rng.integers(1, 9, (4, 2))
+    ]
+    out = run(batch)
+    mh = max(x.shape[0] for x in batch)
+    mw = max(x.shape[1] for x in batch)
+    for x, o in zip(batch, out, strict=True):
+        want = np.pad(x, ((0, mh - x.shape[0]), (0, mw - x.shape[1]), (0, 0)))
+        np.testing.assert_array_equal(o, want)
+    out = run(batch, "HWC", axis_names="W", fill_value=300.0)  # saturates to 255 for uint8
+    for x, o in zip(batch, out, strict=True):
+        want = np.pad(x, ((0, 0), (0, mw - x.shape[1]), (0, 0)), constant_values=255)
+        np.testing.assert_array_equal(o, want)
+
+
+def test_per_sample_shape_and_align_arguments():
+    batch = [np.ones(3, np.float32), np.ones(5, np.float32)]
+    out = run(batch, args={"shape": [np.int32([6]), np.int32([-1])]}, fill_value=0.5)
+    assert [o.shape for o in out] == [(6,), (5,)]
+    assert out[0][3:].tolist() == [0.5] * 3
+    out = run(batch, args={"align": [np.int32([4]), np.int32([3])]}, shape=[1])
+    assert [o.shape for o in out] == [(4,), (6,)]
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(axes=[0], axis_names="H"), "mutually exclusive"),
+        (dict(align=[0]), "must be positive"),
+        (dict(fill_value=float("nan")), "fill_value"),
+    ],
+)
+def test_build_errors(kw, match):
+    with pytest.raises(ArgumentError, match=match):
+        Pad(**kw)
+
+
+def test_run_errors():
+    batch = [np.ones((2, 2)), np.ones((3, 3))]
+    with pytest.raises(ArgumentError, match="axis=2, ndim=2"):
+        run(batch, axes=[2])
+    with pytest.raises(ArgumentError, match="expected 2 values for shape, got 1"):
+        run(batch, shape=[4])
+    with pytest.raises(ArgumentError, match="'C' is not in the input layout"):
+        run(batch, "HW", axis_names="C")
+
+
+def test_pipeline_keeps_layout():
+    batch = [np.ones((2, 4), np.int16), np.ones((5, 4), np.int16)]
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        d = fn.external_source(source=lambda: batch, batch=True, layout="NX")
+        pipe.set_outputs(ops.Pad(fill_value=-1, axes=[0])(d))
+    (out,) = pipe.run()
+    assert out.layout() == "NX" and out.shape() == [(5, 4), (5, 4)]
+    np.testing.assert_array_equal(out.at(0)[2:], -np.ones((3, 4)))
