@@ -1,0 +1,85 @@
+"""GPU geometry and filter operators against the same operators on the CPU (random inputs):
+values, dtype and shape, inside pipelines that feed both from one external source."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe import Pipeline, fn  # noqa: E402
+
+
+def _both(batches, build, arg_batches=(), batch=4, seed=5):
+    """Run ``build(data, *args)`` on a CPU node and on its GPU copy, for each batch of
+    ``batches`` (lists of numpy samples); ``arg_batches`` are CPU argument-input batches.
+    Yields (gpu TensorList copied to the host, cpu TensorList)."""
+    it = iter(batches)
+    arg_its = [iter(a) for a in arg_batches]
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=seed)
+    with pipe:
+        data = fn.external_source(lambda: next(it))
+        args = [fn.external_source(lambda i=i: next(arg_its[i])) for i in range(len(arg_its))]
+        pipe.set_outputs(build(data.gpu(), *args), build(data, *args))
+    for _ in range(len(batches)):
+        g, c = pipe.run()
+        yield g.as_cpu(), c
+
+
+def _check(g, c, tol=0.0):
+    assert len(g) == len(c)
+    for i in range(len(c)):
+        a, b = np.asarray(g.at(i)), np.asarray(c.at(i))
+        assert a.shape == b.shape and a.dtype == b.dtype, (i, a.shape, b.shape, a.dtype, b.dtype)
+        if tol == 0:
+            np.testing.assert_array_equal(a, b)
+        else:
+            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            assert d.max(initial=0) <= tol, (i, d.max())
+
+
+def _images(n_batches=2, batch=4, dtype=np.uint8, channels=3, seed=0, lo=9, hi=40):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        b = []
+        for _ in range(batch):
+            h, w = rng.integers(lo, hi, 2)
+            shape = (h, w, channels) if channels else (h, w)
+            if np.dtype(dtype).kind == "f":
+                b.append(rng.uniform(-10, 300, shape).astype(dtype))
+            else:
+                b.append(rng.integers(0, 256, shape).astype(dtype))
+        out.append(b)
+    return out
+
+
+# --- coord_transform ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int16, np.uint16, np.int32])
+def test_coord_transform(dtype):
+    rng = np.random.default_rng(1)
+    batches = [
+        [rng.uniform(0, 200, (int(rng.integers(0, 30)), 3)).astype(dtype) for _ in range(4)]
+        for _ in range(2)
+    ]
+    m = [0.5, -1.25, 2.0, 1.5, 0.0, 0.25]
+    for g, c in _both(batches, lambda p: fn.coord_transform(p, M=m, T=[3.5, -2.0], dtype=dtype)):
+        _check(g, c)
+    for g, c in _both(batches, lambda p: fn.coord_transform(p, M=2.0)):
+        _check(g, c)
+
+
+def test_coord_transform_argument_input():
+    rng = np.random.default_rng(2)
+    batches = [[rng.uniform(-5, 5, (7, 2)).astype(np.float32) for _ in range(4)]]
+    angles = [[np.float32(a) for a in (0, 30, 60, 90)]]
+
+    def build(p, a):
+        return fn.coord_transform(p, MT=fn.transforms.rotation(angle=a, center=[1.0, 1.0]))
+
+    for g, c in _both(batches, build, (angles,)):
+        _check(g, c)
