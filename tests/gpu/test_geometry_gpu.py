@@ -9,10 +9,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
-from dlpipe import Pipeline, fn  # noqa: E402
+from dlpipe import Pipeline, fn, types  # noqa: E402
 
 
-def _both(batches, build, arg_batches=(), batch=4, seed=5):
+def _both(batches, build, arg_batches=(), batch=4, seed=5, layout=None):
     """Run ``build(data, *args)`` on a CPU node and on its GPU copy, for each batch of
     ``batches`` (lists of numpy samples); ``arg_batches`` are CPU argument-input batches.
     Yields (gpu TensorList copied to the host, cpu TensorList)."""
@@ -20,7 +20,7 @@ def _both(batches, build, arg_batches=(), batch=4, seed=5):
     arg_its = [iter(a) for a in arg_batches]
     pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=seed)
     with pipe:
-        data = fn.external_source(lambda: next(it))
+        data = fn.external_source(lambda: next(it), layout=layout)
         args = [fn.external_source(lambda i=i: next(arg_its[i])) for i in range(len(arg_its))]
         pipe.set_outputs(build(data.gpu(), *args), build(data, *args))
     for _ in range(len(batches)):
@@ -82,4 +82,78 @@ def test_coord_transform_argument_input():
         return fn.coord_transform(p, MT=fn.transforms.rotation(angle=a, center=[1.0, 1.0]))
 
     for g, c in _both(batches, build, (angles,)):
+        _check(g, c)
+
+
+# --- warp_affine / rotate ----------------------------------------------------------------------
+
+_M = [0.913, 0.197, -3.07, -0.103, 1.117, 2.53]
+
+
+@pytest.mark.parametrize("interp", [types.INTERP_LINEAR, types.INTERP_NN])
+@pytest.mark.parametrize("fill", [None, 12.0])
+@pytest.mark.parametrize(
+    "in_dtype, out_dtype",
+    [(np.uint8, None), (np.uint8, np.float32), (np.float32, np.uint8), (np.int16, None)],
+)
+def test_warp_affine_2d(interp, fill, in_dtype, out_dtype):
+    batches = _images(dtype=in_dtype)
+    kw = dict(matrix=_M, interp_type=interp, fill_value=fill, dtype=out_dtype)
+    for g, c in _both(batches, lambda x: fn.warp_affine(x, **kw)):
+        _check(g, c)  # same float32 arithmetic: identical
+
+
+def test_warp_affine_size_and_matrix_inputs():
+    batches = _images()
+    rng = np.random.default_rng(3)
+    mats = [
+        [
+            rng.uniform(-1, 1, (2, 3)).astype(np.float32) + np.eye(2, 3, dtype=np.float32)
+            for _ in range(4)
+        ]
+        for _ in range(2)
+    ]
+    sizes = [[np.array(rng.integers(5, 30, 2), np.float32) for _ in range(4)] for _ in range(2)]
+
+    def build(x, m, s):
+        return fn.warp_affine(x, matrix=m, size=s, inverse_map=False, fill_value=0)
+
+    for g, c in _both(batches, build, (mats, sizes)):
+        _check(g, c)
+
+    def second_input(x, m):  # the matrices as a GPU input, inverted on the device
+        mm = m.gpu() if x.device == "gpu" else m
+        return fn.warp_affine(x, mm, inverse_map=False)
+
+    for g, c in _both(batches, second_input, (mats,)):
+        _check(g, c, tol=1)  # device vs host inversion: float32 rounding may differ
+
+
+def test_warp_affine_3d_and_sequences():
+    rng = np.random.default_rng(4)
+    vols = [
+        [
+            rng.integers(0, 256, (int(rng.integers(3, 9)), 11, 13, 2)).astype(np.uint8)
+            for _ in range(4)
+        ]
+    ]
+    m3 = [0.913, 0.137, 0.011, 0.517, -0.093, 1.071, 0.213, -0.291, 0.047, 0.013, 0.787, 0.731]
+    for g, c in _both(vols, lambda x: fn.warp_affine(x, matrix=m3, fill_value=3)):
+        _check(g, c)
+    for g, c in _both(vols, lambda x: fn.rotate(x, angle=20.0, axis=[0.2, 0.3, 1.0])):
+        _check(g, c)
+    seqs = [[rng.integers(0, 256, (3, 9, 12, 3)).astype(np.uint8) for _ in range(4)]]
+    for g, c in _both(seqs, lambda x: fn.warp_affine(x, matrix=_M), layout="FHWC"):
+        _check(g, c)
+    for g, c in _both(seqs, lambda x: fn.rotate(x, angle=-40.0), layout="FHWC"):
+        _check(g, c)
+
+
+@pytest.mark.parametrize("keep_size", [False, True])
+def test_rotate(keep_size):
+    batches = _images()
+    angles = [[np.float32(a) for a in (0, 33.5, -90, 170)]] * 2
+    for g, c in _both(
+        batches, lambda x, a: fn.rotate(x, angle=a, keep_size=keep_size, fill_value=0), (angles,)
+    ):
         _check(g, c)
