@@ -157,3 +157,38 @@ def test_rotate(keep_size):
         batches, lambda x, a: fn.rotate(x, angle=a, keep_size=keep_size, fill_value=0), (angles,)
     ):
         _check(g, c)
+
+
+# --- gaussian_blur ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64])
+@pytest.mark.parametrize("kw", [dict(sigma=1.2), dict(window_size=[3, 9]), dict(sigma=[2.5, 0.6])])
+def test_gaussian_blur_2d(dtype, kw):
+    for g, c in _both(_images(dtype=dtype), lambda x: fn.gaussian_blur(x, **kw), layout="HWC"):
+        _check(g, c)  # same summation order without FMA: identical
+
+
+def test_gaussian_blur_layouts_and_arguments():
+    rng = np.random.default_rng(7)
+    vols = [
+        [
+            rng.integers(0, 256, (int(rng.integers(3, 9)), 10, 12, 2)).astype(np.uint8)
+            for _ in range(4)
+        ]
+    ]
+    for g, c in _both(vols, lambda x: fn.gaussian_blur(x, sigma=[0.8, 1.0, 1.5]), layout="DHWC"):
+        _check(g, c)
+    planes = [
+        [rng.uniform(0, 1, (2, int(rng.integers(5, 20)), 9)).astype(np.float32) for _ in range(4)]
+    ]
+    for g, c in _both(planes, lambda x: fn.gaussian_blur(x, sigma=1.0), layout="CHW"):
+        _check(g, c)
+    sig = [[np.float32(v) for v in (0.5, 1.0, 3.0, 0.2)]] * 2
+    for g, c in _both(
+        _images(),
+        lambda x, s: fn.gaussian_blur(x, sigma=s, dtype=types.FLOAT),
+        (sig,),
+        layout="HWC",
+    ):
+        _check(g, c)
