@@ -192,3 +192,24 @@ def test_gaussian_blur_layouts_and_arguments():
         layout="HWC",
     ):
         _check(g, c)
+
+
+# --- color_space_conversion -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "src, dst",
+    [
+        (s, d)
+        for s in ("RGB", "BGR", "GRAY", "YCbCr")
+        for d in ("RGB", "BGR", "GRAY", "YCbCr")
+        if s != d
+    ],
+)
+def test_color_space_conversion(src, dst):
+    channels = 1 if src == "GRAY" else 3
+    batches = _images(channels=channels)
+    kw = dict(image_type=getattr(types, src), output_type=getattr(types, dst))
+    for g, c in _both(batches, lambda x: fn.color_space_conversion(x, **kw), layout="HWC"):
+        # to GRAY: DALI's GPU uses float weights, its CPU (and ours) OpenCV's fixed point
+        _check(g, c, tol=1 if dst == "GRAY" and src != "YCbCr" else 0)
