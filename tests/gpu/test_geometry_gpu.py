@@ -213,3 +213,31 @@ def test_color_space_conversion(src, dst):
     for g, c in _both(batches, lambda x: fn.color_space_conversion(x, **kw), layout="HWC"):
         # to GRAY: DALI's GPU uses float weights, its CPU (and ours) OpenCV's fixed point
         _check(g, c, tol=1 if dst == "GRAY" and src != "YCbCr" else 0)
+
+
+# --- noise ------------------------------------------------------------------------------------
+# The same operator seed gives the same per-sample seeds, and both devices derive every random
+# number from them: the outputs agree (up to a last-bit difference of CUDA's and the C library's
+# log/cos in rare cases, hence the tolerance of 1 on integers).
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.float32])
+def test_noise_gaussian(dtype):
+    std = [[np.float32(v) for v in (0.5, 3.0, 10.0, 0.0)]] * 2
+    build = lambda x, s: fn.noise.gaussian(x, stddev=s, mean=1.5, seed=11)  # noqa: E731
+    for g, c in _both(_images(dtype=dtype), build, (std,), layout="HWC"):
+        _check(g, c, tol=1e-3 if dtype == np.float32 else 1)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_noise_salt_and_pepper(per_channel, dtype):
+    build = lambda x: fn.noise.salt_and_pepper(x, prob=0.3, per_channel=per_channel, seed=5)  # noqa: E731
+    for g, c in _both(_images(dtype=dtype), build, layout="HWC"):
+        _check(g, c)  # uniforms are exact: identical
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, 4.0, 60.0])
+def test_noise_shot(factor):
+    for g, c in _both(_images(), lambda x: fn.noise.shot(x, factor=factor, seed=3), layout="HWC"):
+        _check(g, c, tol=factor or 1)  # a rare last-bit exp/log difference moves one count
