@@ -241,3 +241,30 @@ def test_noise_salt_and_pepper(per_channel, dtype):
 def test_noise_shot(factor):
     for g, c in _both(_images(), lambda x: fn.noise.shot(x, factor=factor, seed=3), layout="HWC"):
         _check(g, c, tol=factor or 1)  # a rare last-bit exp/log difference moves one count
+
+
+# --- erase ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int16])
+def test_erase(dtype):
+    rng = np.random.default_rng(8)
+    anchors = [[rng.uniform(-5, 30, 4).astype(np.float32) for _ in range(4)]] * 2
+    shapes = [[rng.uniform(0, 20, 4).astype(np.float32) for _ in range(4)]] * 2
+
+    def build(x, a, s):
+        return fn.erase(x, anchor=a, shape=s, axis_names="HW", fill_value=(1, 2, 3))
+
+    for g, c in _both(_images(dtype=dtype), build, (anchors, shapes), layout="HWC"):
+        _check(g, c)
+    build2 = lambda x: fn.erase(
+        x,
+        anchor=(0.2,),
+        shape=(0.5,),
+        axis_names="W",  # noqa: E731
+        normalized=True,
+        centered_anchor=True,
+        fill_value=7,
+    )
+    for g, c in _both(_images(dtype=dtype), build2, layout="HWC"):
+        _check(g, c)
