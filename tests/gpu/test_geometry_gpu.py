@@ -257,14 +257,17 @@ def test_erase(dtype):
 
     for g, c in _both(_images(dtype=dtype), build, (anchors, shapes), layout="HWC"):
         _check(g, c)
-    build2 = lambda x: fn.erase(
-        x,
-        anchor=(0.2,),
-        shape=(0.5,),
-        axis_names="W",  # noqa: E731
-        normalized=True,
-        centered_anchor=True,
-        fill_value=7,
-    )
+
+    def build2(x):
+        return fn.erase(
+            x,
+            anchor=(0.2,),
+            shape=(0.5,),
+            axis_names="W",
+            normalized=True,
+            centered_anchor=True,
+            fill_value=7,
+        )
+
     for g, c in _both(_images(dtype=dtype), build2, layout="HWC"):
         _check(g, c)
