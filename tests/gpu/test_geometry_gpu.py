@@ -271,3 +271,22 @@ def test_erase(dtype):
 
     for g, c in _both(_images(dtype=dtype), build2, layout="HWC"):
         _check(g, c)
+
+
+# --- jpeg_compression_distortion ----------------------------------------------------------------
+# DALI's GPU operator uses its own kernels (no JPEG codec), and so does ours: float DCT and
+# quantisation with libjpeg's tables. Tolerance against the CPU (OpenCV's libjpeg round trip):
+# mean absolute difference <= 2 levels per sample.
+
+
+@pytest.mark.parametrize("quality", [5, 50, 95])
+def test_jpeg_compression_distortion(quality):
+    for g, c in _both(
+        _images(lo=5, hi=70),
+        lambda x: fn.jpeg_compression_distortion(x, quality=quality),
+        layout="HWC",
+    ):
+        assert g.shape() == c.shape() and g.dtype == c.dtype
+        for i in range(len(c)):
+            d = np.abs(np.asarray(g.at(i)).astype(int) - np.asarray(c.at(i)))
+            assert d.mean() <= 2.0, (quality, i, d.mean())
