@@ -1,0 +1,212 @@
+"""GPU affine warps (``warp.cu``) for ``fn.warp_affine`` and ``fn.rotate``: one launch per batch,
+every frame of every sample a block row of its own (``blockIdx.z``)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import ctype, get_function, stream_scoped, upload
+from ._batch import alloc_batch, as_samples
+
+WARP_DESC = np.dtype(
+    [
+        ("in_ptr", "<i8"),
+        ("out_ptr", "<i8"),
+        ("in_size", "<i8", (3,)),
+        ("in_stride", "<i8", (3,)),
+        ("out_size", "<i8", (3,)),
+        ("out_stride", "<i8", (3,)),
+        ("channels", "<i8"),
+        ("mat_index", "<i8"),
+        ("m", "<f4", (12,)),
+        ("border_out", "<f8"),
+        ("border_in", "<f8"),
+    ]
+)
+_MAX_GRID_Z = 65535
+
+
+@functools.cache
+def _get_warp_kernel(in_dtype, out_dtype, ndim: int, interp: int, clamp: bool, device_id: int):
+    expr = (
+        f"warp_affine<{ctype(in_dtype)}, {ctype(out_dtype)}, {ndim}, {interp}, "
+        f"{'true' if clamp else 'false'}>"
+    )
+    return get_function("warp.cu", expr, device_id)
+
+
+def _c_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for v in reversed(shape):
+        strides.append(acc)
+        acc *= int(v)
+    return strides[::-1]
+
+
+def warp_descriptors(
+    in_ptrs,
+    in_shapes,
+    in_strides,
+    out_ptrs,
+    out_shapes,
+    frames: bool,
+    channels: bool,
+    spatial_ndim: int,
+    in_itemsize: int,
+    out_itemsize: int,
+    mats: np.ndarray | None,
+    border,
+) -> np.ndarray:
+    """One ``WarpDesc`` per frame of every sample (host side, no GPU needed).
+
+    Args:
+        in_ptrs, out_ptrs: device addresses of the samples.
+        in_shapes, in_strides: the input samples' shapes and strides (elements); the channel
+            axis, if any, must have stride 1.
+        out_shapes: the output samples' shapes (C-contiguous).
+        frames, channels: whether the layout has a leading F / a trailing C axis.
+        spatial_ndim: 2 or 3.
+        in_itemsize, out_itemsize: element sizes in bytes.
+        mats: (N, nd * (nd + 1)) float32 matrices, or None when they are on the device.
+        border: (as output type, as input type) or None.
+    """
+    rows = []
+    first = 1 if frames else 0
+    for i, (shape, strides, oshape) in enumerate(
+        zip(in_shapes, in_strides, out_shapes, strict=True)
+    ):
+        ostrides = _c_strides(oshape)
+        nf = int(shape[0]) if frames else 1
+        sp = slice(first, first + spatial_ndim)
+        in_size = [int(v) for v in shape[sp]][::-1] + [1] * (3 - spatial_ndim)
+        in_st = [int(v) for v in strides[sp]][::-1] + [0] * (3 - spatial_ndim)
+        out_size = [int(v) for v in oshape[sp]][::-1] + [1] * (3 - spatial_ndim)
+        out_st = [int(v) for v in ostrides[sp]][::-1] + [0] * (3 - spatial_ndim)
+        c = int(shape[-1]) if channels else 1
+        for f in range(nf):
+            rows.append(
+                (
+                    int(in_ptrs[i]) + f * (int(strides[0]) if frames else 0) * in_itemsize,
+                    int(out_ptrs[i]) + f * (ostrides[0] if frames else 0) * out_itemsize,
+                    in_size,
+                    in_st,
+                    out_size,
+                    out_st,
+                    c,
+                    i,
+                )
+            )
+    d = np.zeros(len(rows), WARP_DESC)
+    for k, r in enumerate(rows):
+        d["in_ptr"][k], d["out_ptr"][k] = r[0], r[1]
+        d["in_size"][k], d["in_stride"][k], d["out_size"][k], d["out_stride"][k] = r[2:6]
+        d["channels"][k], d["mat_index"][k] = r[6], r[7]
+    if mats is not None and len(rows):
+        nm = spatial_ndim * (spatial_ndim + 1)
+        d["m"][:, :nm] = np.asarray(mats, np.float32).reshape(-1, nm)[d["mat_index"]]
+    if border is not None:
+        d["border_out"], d["border_in"] = float(border[0]), float(border[1])
+    return d
+
+
+def device_matrices(who: str, mtx, n: int, spatial_ndim: int, invert: bool, stream=None):
+    """The matrices of the second positional input (on the GPU) as one contiguous float32
+    device array of (n, nd * (nd + 1)), and whether the kernel must invert them."""
+    import cupy
+
+    from ..errors import ArgumentError
+
+    s = as_samples(mtx)
+    nm = spatial_ndim * (spatial_ndim + 1)
+    if s.dtype != np.float32:
+        raise ArgumentError(f"{who}: the matrix input must be FLOAT (float32), got {s.dtype}")
+    with stream or cupy.cuda.Stream.null:
+        if len(s) == n and all(int(np.prod(sh)) == nm for sh in s.shapes):
+            arr = s.dense if s.dense is not None else cupy.stack([a.reshape(-1) for a in s])
+        elif len(s) == 1 and int(np.prod(s.shapes[0])) == n * nm:
+            arr = s[0]
+        else:
+            raise ArgumentError(
+                f"{who}: the matrix input must hold one ({spatial_ndim}, {spatial_ndim + 1}) "
+                f"float32 matrix per sample; got shapes {s.shapes.tolist()}"
+            )
+        arr = cupy.ascontiguousarray(arr.reshape(n, nm), dtype=np.float32)
+    return arr, invert
+
+
+@stream_scoped
+def warp_batch(
+    inputs, frames, channels, spatial_ndim, mats, sizes, interp, border, out_dtype, stream=None
+):
+    """Warp every sample (every frame of it) with its matrix, in one launch.
+
+    Args:
+        inputs: the batch (SampleList or CuPy arrays), channels last.
+        frames, channels, spatial_ndim: the layout (leading F axis, trailing C axis, 2 or 3).
+        mats: (N, nd * (nd + 1)) float32 destination-to-source matrices on the host, or
+            ``(device array, invert)`` from :func:`device_matrices`.
+        sizes: per sample, the output's spatial shape ((H, W) or (D, H, W)).
+        interp: 0 nearest neighbour, 1 linear.
+        border: (as output type, as input type), or None to clamp to the edge.
+        out_dtype: the output type.
+        stream: the CUDA stream.
+
+    Returns:
+        A SampleList of the warped samples (the input's rank and layout).
+    """
+    import cupy
+
+    from ..tensors_gpu import SampleList
+
+    s = as_samples(inputs)
+    n = len(s)
+    out_dtype = np.dtype(out_dtype)
+    if n == 0:
+        return alloc_batch(np.zeros((0, 0)), out_dtype, s.device_id)
+    if channels and not (s.strides[:, -1] == 1).all():
+        s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
+    out_shapes = []
+    for shape, size in zip(s.shapes, sizes, strict=True):
+        out = tuple(int(v) for v in size)
+        if frames:
+            out = (int(shape[0]), *out)
+        if channels:
+            out = (*out, int(shape[-1]))
+        out_shapes.append(out)
+    out = alloc_batch(np.array(out_shapes, np.int64), out_dtype, s.device_id)
+    dev_mats, invert = (None, False)
+    if isinstance(mats, tuple):
+        dev_mats, invert = mats
+        host_mats = None
+    else:
+        host_mats = mats
+    d = warp_descriptors(
+        s.ptrs,
+        s.shapes,
+        s.strides,
+        out.ptrs,
+        out_shapes,
+        frames,
+        channels,
+        spatial_ndim,
+        s.dtype.itemsize,
+        out_dtype.itemsize,
+        host_mats,
+        border,
+    )
+    if len(d) == 0:
+        return out
+    k = _get_warp_kernel(s.dtype, out_dtype, spatial_ndim, int(interp), border is None, s.device_id)
+    dev = upload(d.view(np.uint8), stream)
+    max_w = int(d["out_size"][:, 0].max())
+    max_h = int(d["out_size"][:, 1].max())
+    block = (32, 8, 1)
+    mats_arg = dev_mats if dev_mats is not None else np.uintp(0)
+    for start in range(0, len(d), _MAX_GRID_Z):
+        count = min(_MAX_GRID_Z, len(d) - start)
+        grid = ((max_w + 31) // 32, (max_h + 7) // 8, count)
+        descs = dev[start * WARP_DESC.itemsize :]
+        k(grid, block, (descs, mats_arg, np.int32(invert)), stream=stream)
+    return out
