@@ -338,9 +338,13 @@ class Resize(Operator):
         min_filter, mag_filter: filters used when shrinking / enlarging (default linear).
         antialias: widen the filter when shrinking (default True; never for NN).
         dtype: output type: None (input type, default) or ``types.FLOAT``.
+        save_attrs: add a second output, the input's spatial extents in layout order (int32,
+            e.g. (H, W) per sample), on the device of the first; what detection pipelines use
+            to scale boxes back to the original image (default False).
 
     Example:
         >>> images = fn.resize(fn.decoders.image(jpegs), resize_shorter=256)
+        >>> images, orig_hw = fn.resize(decoded, resize_x=800, resize_y=800, save_attrs=True)
     """
 
     schema = "resize"
@@ -372,7 +376,10 @@ class Resize(Operator):
         temp_buffer_hint=0,
         minibatch_size=32,
         image_type=None,
+        save_attrs=False,
     ) -> None:
+        self.save_attrs = bool(save_attrs)
+        self.num_outputs = 2 if self.save_attrs else 1
         if resize_z is not None:
             raise ArgumentError(f"resize: resize_z={resize_z!r}: 3-D resize is not supported")
         _check_number("resize_x", resize_x, True)
@@ -433,7 +440,7 @@ class Resize(Operator):
                 f"{sorted(_SPATIAL_LAYOUTS)} (spatial dimensions H, W adjacent, 2-D)"
             )
         self._layout = lay
-        return [lay]
+        return [lay, ""] if self.save_attrs else [lay]
 
     def params_for(self, in_h: int, in_w: int, args: dict | None = None) -> ResizeParams:
         """The geometry of one sample (static arguments overridden by argument inputs)."""
@@ -493,12 +500,27 @@ class Resize(Operator):
         h_ax, w_ax, c_ax = _SPATIAL_LAYOUTS[lay]
         p = self.params_for(img.shape[h_ax], img.shape[w_ax], args)
         out_dtype = self.attrs.out_dtype(img.dtype)
-        return resize_layout(img, lay, p, self.attrs, out_dtype)
+        out = resize_layout(img, lay, p, self.attrs, out_dtype)
+        if self.save_attrs:
+            return out, np.array([img.shape[h_ax], img.shape[w_ax]], np.int32)
+        return out
 
     def run_batch(self, inputs, args, params, stream):
         from ..kernels.resize import resize_op_batch
 
-        return resize_op_batch(self, inputs[0], args, stream)
+        out = resize_op_batch(self, inputs[0], args, stream)
+        if not self.save_attrs:
+            return out
+        import cupy
+
+        from ..tensors_gpu import SampleList
+
+        s = SampleList.coerce(inputs[0])
+        shapes = np.asarray(s.shapes, np.int64).reshape(len(s), -1)
+        hw = shapes[:, :2] if len(s) else np.zeros((0, 2), np.int64)
+        attrs = cupy.empty((len(s), 2), np.int32)
+        attrs.set(np.ascontiguousarray(hw, np.int32), stream=stream)  # one copy per batch
+        return out, attrs
 
 
 def resize_layout(
