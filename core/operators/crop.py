@@ -376,32 +376,41 @@ class Crop(CropArgs, Operator):
         return out
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: one launch for the batch (HWC or HW samples)."""
+        """GPU: one launch for the batch; HWC and HW samples take the 2-D kernel, any other
+        layout (DHWC, CDHW, FDHWC, CHW, ...) the N-D window kernel."""
         from ..kernels.slice import crop_batch
+        from ..kernels.window import window_batch
 
-        s, layout, wins = gpu_windows(self, inputs[0], args, ("HWC", "HW"))
+        s, layout, wins = gpu_windows(self, inputs[0], args, None)
         dtype = self.dtype or s.dtype
         c_axis = layout.find("C")
         nch = int(s.shapes[0, c_axis]) if len(s) and c_axis >= 0 else 1
         fill = fill_array(self.fill_values, nch if c_axis >= 0 else None, dtype, self.schema)
+        if layout not in ("HWC", "HW"):
+            return window_batch(
+                s, wins[:, 0], wins[:, 1], fill=fill, c_axis=c_axis, out_dtype=dtype, stream=stream
+            )
         (y0, x0), (oh, ow) = wins[:, 0, :2].T, wins[:, 1, :2].T
         return crop_batch(s, oh, ow, y0, x0, fill=fill, out_dtype=dtype, stream=stream)
 
 
-def gpu_windows(op: CropArgs, batch, args: dict, layouts: Sequence[str], who: str | None = None):
+def gpu_windows(
+    op: CropArgs, batch, args: dict, layouts: Sequence[str] | None, who: str | None = None
+):
     """The GPU side of :class:`CropArgs`: ``(samples, layout, windows)`` for a batch, with
     ``windows[i] = (anchor, shape)`` of sample ``i`` (an int64 array of shape (N, 2, ndim)).
 
     Raises:
-        ArgumentError: when the layout is not one of ``layouts`` (what the kernel handles).
+        ArgumentError: when the layout is not one of ``layouts`` (what the kernel handles;
+            None: any).
     """
     from ..kernels._batch import as_samples
 
     s = as_samples(batch)
     n = len(s)
-    ndim = s.shapes.shape[1] if n else len(layouts[0])
+    ndim = s.shapes.shape[1] if n else len(op._layout or (layouts or ("HWC",))[0])
     layout = default_layout(op._layout, ndim, op._crop_who)
-    if layout not in layouts:
+    if layouts is not None and layout not in layouts:
         raise ArgumentError(
             f"{who or op._crop_who}: device='gpu' supports the layouts {list(layouts)}, got "
             f"{layout!r}; run it on the CPU"

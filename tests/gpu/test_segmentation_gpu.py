@@ -34,3 +34,63 @@ def test_resize_save_attrs_on_gpu():
         np.testing.assert_array_equal(g_attrs.at(i), c_attrs.at(i))
         d = np.abs(g_out.as_cpu().at(i).astype(int) - c_out.at(i))
         assert d.max() <= 1
+
+
+def _volumes(layout, n=4, seed=0, dtype=np.uint8):
+    rng = np.random.default_rng(seed)
+    shapes = {
+        "DHWC": lambda i: (5 + i, 7, 9 - i, 2),
+        "CDHW": lambda i: (3, 5 + i, 7, 9 - i),
+        "FDHWC": lambda i: (2, 4 + i, 6, 5, 1),
+    }[layout]
+    return [rng.integers(0, 255, shapes(i)).astype(dtype) for i in range(n)]
+
+
+def _gpu_and_cpu(samples, layout, build, args=()):
+    """build(node, *arg_nodes) on the GPU copy and on the CPU; both batches as numpy lists."""
+    pipe = Pipeline(batch_size=len(samples), num_threads=1, device_id=0)
+    with pipe:
+        x = _source(samples, layout)
+        arg_nodes = [fn.external_source(lambda a=a: a) for a in args]
+        pipe.set_outputs(build(x.gpu(), *arg_nodes), build(x, *arg_nodes))
+    pipe.build()
+    g, c = pipe.run()
+    assert g.layout() == c.layout() == layout
+    g = g.as_cpu()
+    return [g.at(i) for i in range(len(samples))], [c.at(i) for i in range(len(samples))]
+
+
+@pytest.mark.parametrize("layout", ["DHWC", "CDHW", "FDHWC"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_crop_3d_gpu_matches_cpu(layout, dtype):
+    vols = _volumes(layout, dtype=dtype)
+    px = [np.float32(v) for v in (0.0, 0.3, 0.7, 1.0)]
+    pz = [np.float32(v) for v in (1.0, 0.5, 0.2, 0.0)]
+    g, c = _gpu_and_cpu(
+        vols,
+        layout,
+        lambda x, a, b: fn.crop(
+            x,
+            crop=(4, 5, 6),
+            crop_pos_x=a,
+            crop_pos_z=b,
+            out_of_bounds_policy="pad",
+            fill_values=3,
+        ),
+        (px, pz),
+    )
+    for gi, ci in zip(g, c, strict=True):
+        assert gi.shape == ci.shape and gi.dtype == ci.dtype
+        np.testing.assert_array_equal(gi, ci)
+
+
+@pytest.mark.parametrize("layout", ["DHWC", "CDHW", "FDHWC"])
+def test_flip_3d_gpu_matches_cpu(layout):
+    vols = _volumes(layout, seed=1)
+    d = [np.int32(i % 2) for i in range(4)]
+    h = [np.int32(i // 2) for i in range(4)]
+    g, c = _gpu_and_cpu(
+        vols, layout, lambda x, a, b: fn.flip(x, depthwise=a, horizontal=b, vertical=1), (d, h)
+    )
+    for gi, ci in zip(g, c, strict=True):
+        np.testing.assert_array_equal(gi, ci)
