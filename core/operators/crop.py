@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from numbers import Real
 
 import numpy as np
 
@@ -217,7 +218,7 @@ class CropArgs:
         self._crop = None if crop is None else self._crop_tuple(crop, who)
         self._crop_hwd = {"H": crop_h, "W": crop_w, "D": crop_d}
         for name, v in (("crop_h", crop_h), ("crop_w", crop_w), ("crop_d", crop_d)):
-            if v is not None and not np.isscalar(v):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Real)):
                 raise ArgumentError(f"{who}: {name}={v!r} must be a number")
         self._pos = {"W": crop_pos_x, "H": crop_pos_y, "D": crop_pos_z}
         for name, v in (
