@@ -246,9 +246,9 @@ def _geometry(op, hw: np.ndarray, args: dict):
     for i in range(n):
         key = (int(hw[i, 0]), int(hw[i, 1]))
         if args:
-            p = op.params_for(*key, {k: v[i] for k, v in args.items()})
+            p = op.params_for(key, {k: v[i] for k, v in args.items()})
         else:
-            p = op.params_for(*key)  # memoised per input size by the operator
+            p = op.params_for(key)  # memoised per input size by the operator
         out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
     return out, lo, hi
 

@@ -396,7 +396,7 @@ def test_layouts(layout, shape):
         (dict(size=10, max_size=-3), "max_size=-3"),
         (dict(size=10, interp_type="bogus"), "interp_type='bogus'"),
         (dict(size=10, dtype="notatype"), "dtype='notatype'"),
-        (dict(size=10, resize_z=3), "resize_z"),
+        (dict(size=10, resize_z="a"), "resize_z"),
     ],
 )
 def test_argument_errors(kwargs, match):
@@ -416,8 +416,12 @@ def test_errors_at_run():
 
 
 def test_unsupported_layout_is_an_error():
-    with pytest.raises(ArgumentError, match="DHWC"):
-        Resize(size=3).output_layouts(["DHWC"])
+    with pytest.raises(ArgumentError, match="'HCW' is not supported"):
+        Resize(size=3).output_layouts(["HCW"])
+    op = Resize(size=3)
+    op.output_layouts([""])
+    with pytest.raises(ArgumentError, match="needs its layout"):
+        op.run_sample((np.zeros((2, 3, 4, 5, 1), np.uint8),), {}, None)
 
 
 # --- through a pipeline ------------------------------------------------------------------------

@@ -144,3 +144,93 @@ def test_window_descriptors_reject_too_many_dims():
     shape = [[2] * (MAX_DIMS + 1)]
     with pytest.raises(ValueError, match="up to 6 dimensions"):
         pack_window_descs(shape, shape, shape, shape)
+
+
+# --- 3-D resize ----------------------------------------------------------------------------
+
+
+def _tri_matrix(n_in, n_out, lo=0.0, hi=None, antialias=True):
+    """(n_out x n_in) linear resampling: triangle widened by the scale when shrinking
+    (antialias), pixel centres at +0.5, clamped borders, weights normalised."""
+    hi = n_in if hi is None else hi
+    scale = (hi - lo) / n_out
+    radius = max(1.0, abs(scale)) if antialias else 1.0
+    c = lo + (np.arange(n_out) + 0.5) * scale
+    j = np.floor(c - radius)[:, None] - 1 + np.arange(math.ceil(2 * radius) + 3)[None, :]
+    w = np.clip(1 - np.abs((j + 0.5 - c[:, None]) / radius), 0, None)
+    m = np.zeros((n_out, n_in))
+    rows = np.repeat(np.arange(n_out), j.shape[1])
+    np.add.at(m, (rows, np.clip(j, 0, n_in - 1).astype(int).ravel()), w.ravel())
+    return m / m.sum(axis=1, keepdims=True)
+
+
+def ref_resize3d(vol, out_dhw):
+    """DHWC volume, linear with antialias, in float64."""
+    md, mh, mw = (_tri_matrix(n, o) for n, o in zip(vol.shape[:3], out_dhw, strict=True))
+    return np.einsum("ad,bh,cw,dhwk->abck", md, mh, mw, vol.astype(np.float64), optimize=True)
+
+
+def _resize(x, layout, args=None, **kwargs):
+    from dlpipe.operators.resize import Resize
+
+    op = Resize(**kwargs)
+    op.output_layouts([layout])
+    return op.run_sample((x,), args or {}, None)
+
+
+@pytest.mark.parametrize(
+    "in_dhw, out_dhw",
+    [((8, 10, 12), (4, 5, 6)), ((5, 6, 7), (9, 11, 13)), ((9, 8, 7), (3, 16, 7))],
+)
+def test_resize_3d_linear_matches_reference(in_dhw, out_dhw):
+    rng = np.random.default_rng(4)
+    vol = rng.random((*in_dhw, 2), dtype=np.float32) * 255
+    out = _resize(vol, "DHWC", size=out_dhw)
+    assert out.shape == (*out_dhw, 2) and out.dtype == np.float32
+    np.testing.assert_allclose(out, ref_resize3d(vol, out_dhw), atol=0.02)
+    u8 = np.rint(vol).astype(np.uint8)
+    out8 = _resize(u8, "DHWC", resize_x=out_dhw[2], resize_y=out_dhw[1], resize_z=out_dhw[0])
+    assert out8.dtype == np.uint8
+    ref8 = np.clip(np.rint(ref_resize3d(u8, out_dhw)), 0, 255)
+    assert np.abs(out8.astype(int) - ref8).max() <= 1
+
+
+@pytest.mark.parametrize("layout", ["CDHW", "FDHWC", "FCDHW", "CFDHW", "DHW"])
+def test_resize_3d_layouts(layout):
+    rng = np.random.default_rng(5)
+    dims = {"F": 2, "C": 3, "D": 6, "H": 7, "W": 8}
+    x = rng.random(tuple(dims[c] for c in layout), dtype=np.float32)
+    out = _resize(x, layout, size=(3, 9, 4))
+    # the reference: move to (frames, D, H, W, C), resize each, move back
+    lead = [i for i, c in enumerate(layout) if c == "F"]
+    sp = [layout.index(c) for c in "DHW"]
+    ch = [layout.index("C")] if "C" in layout else []
+    t = x.transpose(lead + sp + ch)
+    t = t.reshape(-1, *t.shape[len(lead) : len(lead) + 3], len(ch) and dims["C"] or 1)
+    ref = np.stack([ref_resize3d(v, (3, 9, 4)) for v in t])
+    expected_shape = tuple({"D": 3, "H": 9, "W": 4}.get(c, dims[c]) for c in layout)
+    assert out.shape == expected_shape
+    ref = ref.reshape(*[dims["F"]] * len(lead), 3, 9, 4, *(dims["C"],) * len(ch))
+    np.testing.assert_allclose(out, ref.transpose(np.argsort(lead + sp + ch)), atol=1e-4)
+
+
+def test_resize_3d_nearest_mode_roi_and_save_attrs():
+    vol = np.arange(4 * 6 * 8, dtype=np.int16).reshape(4, 6, 8, 1)
+    out, attrs = _resize(vol, "DHWC", size=(8, 3, 4), interp_type=0, save_attrs=True)
+    # nearest neighbour: floor((i + 0.5) * in / out)
+    iz = np.floor((np.arange(8) + 0.5) * 4 / 8).astype(int)
+    iy = np.floor((np.arange(3) + 0.5) * 6 / 3).astype(int)
+    ix = np.floor((np.arange(4) + 0.5) * 8 / 4).astype(int)
+    np.testing.assert_array_equal(out, vol[iz][:, iy][:, :, ix])
+    np.testing.assert_array_equal(attrs, [4, 6, 8])
+    assert attrs.dtype == np.int32
+    # resize_z alone keeps the aspect ratio (default mode): every axis scales by 2
+    assert _resize(vol, "DHWC", resize_z=8).shape == (8, 12, 16, 1)
+    assert _resize(vol, "DHWC", resize_shorter=8).shape == (8, 12, 16, 1)
+    # a flipped depth ROI mirrors the depth axis
+    flipped = _resize(vol.astype(np.float32), "DHWC", size=(4, 6, 8), roi_start=(4, 0, 0),
+                      roi_end=(0, 6, 8))  # fmt: skip
+    np.testing.assert_allclose(flipped, vol[::-1].astype(np.float32), atol=1e-4)
+    # per-sample size as an argument input
+    got = _resize(vol, "DHWC", {"size": np.array([2, 3, 4], np.float32)})
+    assert got.shape == (2, 3, 4, 1)
