@@ -131,6 +131,8 @@ def resize_batch(
     mag_filter: int = LINEAR,
     antialias: bool = True,
     out_dtype=None,
+    out=None,
+    x_nearest: bool = False,
     stream=None,
 ):
     """Resize every HWC (or HW) sample of a batch in one launch.
@@ -144,10 +146,14 @@ def resize_batch(
             ``interp_to_filter``) used when an axis shrinks / does not shrink.
         antialias: widen the shrinking filter by the scale factor.
         out_dtype: output type (default: the input's); integers round to nearest and saturate.
+        out: where to write (a SampleList of C-contiguous HWC samples of ``out_sizes``, e.g.
+            planes of a larger output, ``resize_planes.py``); a fresh batch when None.
+        x_nearest: sample the x axis with the nearest filter whatever the filters (with an
+            unchanged width: a copy; the depth pass of a 3-D resize).
         stream: the CUDA stream.
 
     Returns:
-        A SampleList, dense when every output has the same size.
+        A SampleList (``out`` when given), dense when every output has the same size.
     """
     s, h, w, c, sy, sx = hwc_view(as_samples(inputs))
     n = len(s)
@@ -160,7 +166,8 @@ def resize_batch(
         shapes = out_sizes
     else:
         shapes = np.concatenate([out_sizes, np.full((n, 1), channels)], axis=1)
-    out = alloc_batch(shapes, out_dtype, s.device_id)
+    if out is None:
+        out = alloc_batch(shapes, out_dtype, s.device_id)
     if n == 0 or not out_sizes.all():
         return out
     lo = np.zeros((n, 2)) if src_lo is None else np.asarray(src_lo, np.float64).reshape(n, 2)
@@ -183,7 +190,7 @@ def resize_batch(
         osz = out_sizes[:, ax]
         geo = np.array(
             [
-                _axis(float(e), int(o), mn, mg, aa)
+                (0, 0.0, 1.0, 1) if ax == 1 and x_nearest else _axis(float(e), int(o), mn, mg, aa)
                 for e, o in zip(ext.tolist(), osz.tolist(), strict=True)
             ],
             np.float64,
@@ -254,16 +261,15 @@ def _geometry(op, hw: np.ndarray, args: dict):
 
 
 def resize_op_batch(op, samples, args: dict, stream):
-    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
-    from ..errors import ArgumentError
-
+    """``fn.resize(device="gpu")``: HWC/HW batches in one launch; other layouts (CHW, FHWC,
+    3-D, ...) as planes, one launch per pass (``resize_planes.py``)."""
     s = as_samples(samples)
     ndim = s.shapes.shape[1] if len(s) else 3
-    lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
-    if lay not in ("HW", "HWC") or len(lay) != ndim:
-        raise ArgumentError(
-            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
-        )
+    lay = op.layout_of(ndim)
+    if lay not in ("HW", "HWC"):
+        from .resize_planes import resize_any_layout
+
+        return resize_any_layout(op, s, lay, args, stream)
     out, lo, hi = _geometry(op, s.shapes[:, :2], args)
     out_dtype = op.attrs.out_dtype(s.dtype)
     return resize_batch(

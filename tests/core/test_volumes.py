@@ -234,3 +234,88 @@ def test_resize_3d_nearest_mode_roi_and_save_attrs():
     # per-sample size as an argument input
     got = _resize(vol, "DHWC", {"size": np.array([2, 3, 4], np.float32)})
     assert got.shape == (2, 3, 4, 1)
+
+
+# --- the GPU resize of other layouts: its passes, run by a numpy stand-in for the kernel -------
+
+
+def _host_batch(shapes, dtype, samples=None):
+    """A flat host buffer holding C-contiguous samples at 256-byte aligned offsets, like
+    alloc_batch: (buffer, byte offsets as 'pointers', element strides)."""
+    from dlpipe.kernels.resize_planes import c_strides
+
+    dtype = np.dtype(dtype)
+    sizes = [int(np.prod(s)) * dtype.itemsize for s in shapes]
+    offs = np.cumsum([0] + [(z + 255) // 256 * 256 for z in sizes])
+    buf = np.zeros(int(offs[-1]) + 256, np.uint8)
+    if samples is not None:
+        for o, x in zip(offs, samples, strict=False):
+            buf[o : o + x.nbytes] = np.frombuffer(np.ascontiguousarray(x).tobytes(), np.uint8)
+    strides = np.array([c_strides(s) for s in shapes], np.int64)
+    return buf, offs[:-1].astype(np.uint64), strides
+
+
+def _emulate_kernel(buf_in, dt_in, views_in, buf_out, dt_out, views_out, ps, attrs):
+    """What resize_batch computes for each (H, W, C) plane, with the CPU resampler."""
+    from dlpipe.operators._resize_params import ResizeParams, select_axis_filter
+    from dlpipe.operators.resize import _np_resample_axis, resample
+
+    p_in, sh_in, st_in, _ = views_in
+    p_out, sh_out, _, _ = views_out
+    for k in range(len(p_in)):
+        src = np.lib.stride_tricks.as_strided(
+            buf_in[int(p_in[k]) :].view(dt_in), tuple(sh_in[k]), tuple(st_in[k] * dt_in.itemsize)
+        )
+        h, w = (int(v) for v in ps.sizes[k])
+        if ps.x_nearest:
+            lo, hi = ps.lo[k, 0], ps.hi[k, 0]
+            a, b = min(lo, hi), max(lo, hi)
+            f = select_axis_filter(b - a, h, attrs.min_filter, attrs.mag_filter, attrs.antialias)
+            res = _np_resample_axis(src.astype(np.float32), 0, f, h, a, b)
+            res = (res[::-1] if hi < lo else res).astype(dt_out)
+        else:
+            p = ResizeParams((h, w), tuple(ps.lo[k]), tuple(ps.hi[k]))
+            res = resample(src, p, attrs.min_filter, attrs.mag_filter, attrs.antialias, dt_out)
+        dst = buf_out[int(p_out[k]) : int(p_out[k]) + res.nbytes].view(dt_out)
+        dst[:] = res.reshape(-1)
+        assert tuple(sh_out[k]) == res.shape
+
+
+@pytest.mark.parametrize(
+    "layout, size",
+    [("CDHW", (3, 9, 4)), ("FDHWC", (5, 4, 6)), ("CFDHW", (6, 3, 3)), ("DHWC", (2, 8, 8)),
+     ("CHW", (5, 9)), ("FHWC", (4, 3)), ("CFHW", (9, 2))],
+)  # fmt: skip
+def test_gpu_resize_passes_reproduce_the_cpu_resize(layout, size):
+    from dlpipe.kernels.resize_planes import plan
+    from dlpipe.operators.resize import Resize
+
+    rng = np.random.default_rng(6)
+    dims = {"F": 2, "C": 3, "D": 6, "H": 7, "W": 8}
+    samples = []
+    for i in range(3):
+        shape = tuple(dims[c] + (i if c in "DHW" else 0) for c in layout)
+        samples.append(rng.random(shape, dtype=np.float32) * 100)
+    op = Resize(size=size)
+    op.output_layouts([layout])
+    in_shapes = np.array([x.shape for x in samples], np.int64)
+    final_shapes, mid_shapes, passes = plan(op, layout, in_shapes, {}, np.float32)
+    bufs = {
+        "in": _host_batch(in_shapes, np.float32, samples),
+        "out": _host_batch(final_shapes, np.float32),
+    }
+    shapes = {"in": in_shapes, "out": final_shapes, "mid": mid_shapes}
+    if mid_shapes is not None:
+        bufs["mid"] = _host_batch(mid_shapes, np.float32)
+    f32 = np.dtype(np.float32)
+    assert len(passes) == (2 if "D" in layout else 1)
+    for ps in passes:
+        (bi, pi, si), (bo, po, so) = bufs[ps.src], bufs[ps.dst]
+        vi = ps.views(pi, 4, shapes[ps.src], si)
+        vo = ps.views(po, 4, shapes[ps.dst], so)
+        _emulate_kernel(bi, f32, vi, bo, f32, vo, ps, op.attrs)
+    buf, offs, _ = bufs["out"]
+    for i, x in enumerate(samples):
+        got = buf[int(offs[i]) :].view(np.float32)[: int(np.prod(final_shapes[i]))]
+        want = op.run_sample((x,), {}, None)
+        np.testing.assert_allclose(got.reshape(final_shapes[i]), want, atol=2e-3)

@@ -94,3 +94,46 @@ def test_flip_3d_gpu_matches_cpu(layout):
     )
     for gi, ci in zip(g, c, strict=True):
         np.testing.assert_array_equal(gi, ci)
+
+
+@pytest.mark.parametrize("layout", ["DHWC", "CDHW", "FDHWC"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(4, 5, 6)),
+        dict(size=(9, 3, 12), interp_type=types.INTERP_NN),
+        dict(resize_z=7),
+        dict(size=(3, 8, 5), interp_type=types.INTERP_CUBIC, dtype=types.FLOAT),
+    ],
+)
+def test_resize_3d_gpu_matches_cpu(layout, kw):
+    vols = _volumes(layout, seed=2)
+    g, c = _gpu_and_cpu(vols, layout, lambda x: fn.resize(x, **kw))
+    for gi, ci in zip(g, c, strict=True):
+        assert gi.shape == ci.shape and gi.dtype == ci.dtype
+        assert np.abs(gi.astype(np.float64) - ci).max() <= 1.0 + 1e-3
+
+
+@pytest.mark.parametrize("layout", ["CHW", "FHWC"])
+def test_resize_2d_other_layouts_gpu_matches_cpu(layout):
+    rng = np.random.default_rng(3)
+    shape = {"CHW": (3, 20, 30), "FHWC": (2, 20, 30, 3)}[layout]
+    imgs = [rng.integers(0, 255, shape, dtype=np.uint8) for _ in range(3)]
+    g, c = _gpu_and_cpu(imgs, layout, lambda x: fn.resize(x, size=(11, 17)))
+    for gi, ci in zip(g, c, strict=True):
+        assert gi.shape == ci.shape
+        assert np.abs(gi.astype(int) - ci).max() <= 1
+
+
+def test_resize_3d_save_attrs_on_gpu():
+    vols = _volumes("CDHW", seed=4)
+    pipe = Pipeline(batch_size=len(vols), num_threads=1, device_id=0)
+    with pipe:
+        x = _source(vols, "CDHW")
+        out, attrs = fn.resize(x.gpu(), size=(4, 4, 4), save_attrs=True)
+        pipe.set_outputs(out, attrs)
+    pipe.build()
+    out, attrs = pipe.run()
+    attrs = attrs.as_cpu()
+    for i, v in enumerate(vols):
+        np.testing.assert_array_equal(attrs.at(i), v.shape[1:])
