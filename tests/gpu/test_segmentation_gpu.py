@@ -137,3 +137,53 @@ def test_resize_3d_save_attrs_on_gpu():
     attrs = attrs.as_cpu()
     for i, v in enumerate(vols):
         np.testing.assert_array_equal(attrs.at(i), v.shape[1:])
+
+
+# --- an image and its mask transformed alike on the GPU ---------------------------------------
+
+
+def _coords_and_ids(h, w):
+    y, x = np.mgrid[:h, :w].astype(np.float32)
+    return np.stack([x, y], axis=-1), np.arange(h * w, dtype=np.int32).reshape(h, w, 1)
+
+
+def _aligned(img, mask, width, exact):
+    mx, my = mask[..., 0] % width, mask[..., 0] // width
+    tol = 0 if exact else 0.5 + 1e-3
+    assert np.abs(mx - img[..., 0]).max() <= tol
+    assert np.abs(my - img[..., 1]).max() <= tol
+
+
+@pytest.mark.parametrize("case", ["crop_flip", "resize", "random_resized_crop"])
+def test_image_and_mask_stay_aligned_on_gpu(case):
+    sizes = [(23, 31), (40, 18), (17, 17), (30, 44)]
+    pairs = [_coords_and_ids(*s) for s in sizes]
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=5)
+    with pipe:
+        img = fn.external_source(lambda: [p[0] for p in pairs], layout="HWC").gpu()
+        mask = fn.external_source(lambda: [p[1] for p in pairs], layout="HWC").gpu()
+        if case == "crop_flip":
+            px, py = fn.random.uniform(range=(0, 1)), fn.random.uniform(range=(0, 1))
+            h, v = fn.random.coin_flip(), fn.random.coin_flip()
+            outs = [
+                fn.flip(fn.crop(x, crop=(12, 15), crop_pos_x=px, crop_pos_y=py),
+                        horizontal=h, vertical=v)
+                for x in (img, mask)
+            ]  # fmt: skip
+        elif case == "resize":
+            size = fn.random.uniform(range=(8, 50), shape=2)
+            outs = [
+                fn.resize(img, size=size, antialias=False),
+                fn.resize(mask, size=size, interp_type=types.INTERP_NN),
+            ]
+        else:
+            outs = [
+                fn.random_resized_crop(img, size=(20, 24), seed=9, antialias=False),
+                fn.random_resized_crop(mask, size=(20, 24), seed=9, interp_type=types.INTERP_NN),
+            ]
+        pipe.set_outputs(*outs)
+    pipe.build()
+    for _ in range(3):
+        a, m = (o.as_cpu() for o in pipe.run())
+        for i, (_, w) in enumerate(sizes):
+            _aligned(a.at(i), m.at(i), w, exact=case == "crop_flip")
