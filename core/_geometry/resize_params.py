@@ -198,10 +198,18 @@ def resize_params(
 
 
 def requested_size(
-    ndim: int, *, resize_x=None, resize_y=None, size=None, resize_shorter=None, resize_longer=None
+    ndim: int,
+    *,
+    resize_x=None,
+    resize_y=None,
+    resize_z=None,
+    size=None,
+    resize_shorter=None,
+    resize_longer=None,
 ) -> tuple[list[float], ResizeMode | None]:
     """The requested extents in layout order, and the mode that ``resize_shorter``/
-    ``resize_longer`` imply (None otherwise)."""
+    ``resize_longer`` imply (None otherwise). ``resize_z`` is the depth of a 3-D input (ignored
+    for 2-D, as in DALI)."""
     if resize_shorter is not None:
         return [float(resize_shorter)] * ndim, ResizeMode.NOT_SMALLER
     if resize_longer is not None:
@@ -220,6 +228,8 @@ def requested_size(
     req[-1] = float(resize_x or 0)
     if ndim >= 2:
         req[-2] = float(resize_y or 0)
+    if ndim >= 3:
+        req[-3] = float(resize_z or 0)
     return req, None
 
 
@@ -436,3 +446,30 @@ def axis_coeffs(
     tot = w.sum(axis=1, keepdims=True)
     w = np.divide(w, tot, out=np.zeros_like(w), where=tot != 0)
     return first.astype(np.int32), w.astype(np.float32)
+
+
+# --- layouts ----------------------------------------------------------------------------------
+
+# DALI's resize input layouts (``resize.cc``), plus HW/FHW/DHW/FDHW (no channel axis).
+RESIZE_LAYOUTS = (
+    "HW", "HWC", "CHW", "FHW", "FHWC", "FCHW", "CFHW",
+    "DHW", "DHWC", "CDHW", "FDHW", "FDHWC", "FCDHW", "CFDHW",
+)  # fmt: skip
+DEFAULT_RESIZE_LAYOUTS = {2: "HW", 3: "HWC", 4: "FHWC"}
+
+
+def spatial_axes(layout: str, who: str = "resize") -> tuple[tuple[int, ...], int | None]:
+    """The spatial axes (D, H, W or H, W, in layout order) and the channel axis (or None) of a
+    resize input layout.
+
+    Raises:
+        ArgumentError: a layout resize does not take (spatial axes not adjacent, ...).
+    """
+    if layout not in RESIZE_LAYOUTS:
+        raise ArgumentError(
+            f"{who}: input layout {layout!r} is not supported; use one of {list(RESIZE_LAYOUTS)} "
+            "(spatial dimensions adjacent)"
+        )
+    spatial = tuple(i for i, c in enumerate(layout) if c in "DHW")
+    c = layout.find("C")
+    return spatial, (c if c >= 0 else None)

@@ -173,6 +173,8 @@ def resize_batch(
     mag_filter: int = LINEAR,
     antialias: bool = True,
     out_dtype=None,
+    out=None,
+    x_nearest: bool = False,
     stream=None,
 ):
     """Resize every HWC (or HW) sample of a batch in one launch.
@@ -186,10 +188,14 @@ def resize_batch(
             ``interp_to_filter``) used when an axis shrinks / does not shrink.
         antialias: widen the shrinking filter by the scale factor.
         out_dtype: output type (default: the input's); integers round to nearest and saturate.
+        out: where to write (a SampleList of C-contiguous HWC samples of ``out_sizes``, e.g.
+            planes of a larger output, ``resize_planes.py``); a fresh batch when None.
+        x_nearest: sample the x axis with the nearest filter whatever the filters (with an
+            unchanged width: a copy; the depth pass of a 3-D resize).
         stream: the CUDA stream.
 
     Returns:
-        A SampleList, dense when every output has the same size.
+        A SampleList (``out`` when given), dense when every output has the same size.
     """
     s, h, w, c, sy, sx = hwc_view(as_samples(inputs))
     n = len(s)
@@ -202,7 +208,8 @@ def resize_batch(
         shapes = out_sizes
     else:
         shapes = np.concatenate([out_sizes, np.full((n, 1), channels)], axis=1)
-    out = alloc_batch(shapes, out_dtype, s.device_id)
+    if out is None:
+        out = alloc_batch(shapes, out_dtype, s.device_id)
     if n == 0 or not out_sizes.all():
         return out
     lo = np.zeros((n, 2)) if src_lo is None else np.asarray(src_lo, np.float64).reshape(n, 2)
@@ -225,7 +232,11 @@ def resize_batch(
     for ax, sfx in enumerate(("_y", "_x")):
         ext = (b[:, ax] - a[:, ax]).astype(np.float32)
         osz = out_sizes[:, ax]
-        kind, anchor, tscale, taps = _axes(ext, osz, mn, mg, aa)
+        if ax == 1 and x_nearest:  # the depth pass of a 3-D resize (see resize_planes.py)
+            kind, anchor = np.zeros(n, np.int64), np.zeros(n)
+            tscale, taps = np.ones(n), np.ones(n, np.int64)
+        else:
+            kind, anchor, tscale, taps = _axes(ext, osz, mn, mg, aa)
         d["kind" + sfx] = kind
         d["anchor" + sfx], d["tscale" + sfx], d["taps" + sfx] = anchor, tscale, taps
         d["tab" + sfx] = tab_start[kind]

@@ -90,11 +90,11 @@ class Flip(Operator):
 
 
 def flip_op_batch(op, samples, args: dict, stream):
-    """``fn.flip(device="gpu")``: one launch for HWC/HW batches; other layouts flip per sample."""
-    import cupy
-
+    """``fn.flip(device="gpu")``: one launch per batch; HWC/HW batches take the 2-D kernel,
+    other layouts (DHWC, CDHW, FDHWC, ...) the N-D window kernel (``kernels/window.py``)."""
     from ..kernels._batch import as_samples
     from ..kernels.slice import flip_batch
+    from ..kernels.window import window_batch
 
     s = as_samples(samples)
     n = len(s)
@@ -105,11 +105,12 @@ def flip_op_batch(op, samples, args: dict, stream):
     layout = op._layout or _DEFAULT_LAYOUTS.get(ndim, "")
     if layout in ("HWC", "HW") and len(layout) == ndim:
         return flip_batch(s, flags["horizontal"], flags["vertical"], stream=stream)
-    out = []
-    with stream:
-        for i in range(n):
-            axes = flip_axes(
-                layout, flags["horizontal"][i], flags["vertical"][i], flags["depthwise"][i]
-            )
-            out.append(cupy.ascontiguousarray(cupy.flip(s[i], axes)) if axes else s[i])
-    return out
+    if n and len(layout) != ndim:
+        raise ArgumentError(f"flip: a {ndim}-D sample does not match the input layout {layout!r}")
+    flips = np.zeros((n, ndim), np.int64)
+    for i in range(n):
+        axes = flip_axes(
+            layout, flags["horizontal"][i], flags["vertical"][i], flags["depthwise"][i]
+        )
+        flips[i, list(axes)] = 1
+    return window_batch(s, np.zeros((n, ndim), np.int64), s.shapes, flips, stream=stream)

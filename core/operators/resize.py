@@ -20,6 +20,8 @@ import numpy as np
 from PIL import Image
 
 from .._geometry.resize_params import (
+    DEFAULT_RESIZE_LAYOUTS,
+    RESIZE_LAYOUTS,
     AxisFilter,
     FilterType,
     ResizeMode,
@@ -32,6 +34,7 @@ from .._geometry.resize_params import (
     requested_size,
     resize_params,
     select_axis_filter,
+    spatial_axes,
     to_resize_mode,
     window_geometry,
 )
@@ -234,15 +237,7 @@ def _pil_path(img, out_h, out_w, ry, rx, fy, fx, py, px, out_dtype):
 
 # --- the operator ---------------------------------------------------------------------------
 
-_SPATIAL_LAYOUTS = {
-    "HW": (0, 1, None),
-    "HWC": (0, 1, 2),
-    "CHW": (1, 2, 0),
-    "FHWC": (1, 2, 3),
-    "FHW": (1, 2, None),
-    "FCHW": (2, 3, 1),
-}
-_SIZE_ARGS = ("resize_x", "resize_y", "size", "resize_shorter", "resize_longer")
+_SIZE_ARGS = ("resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer")
 
 
 def _check_number(name: str, v: Any, negative_ok: bool) -> None:
@@ -338,9 +333,13 @@ class Resize(Operator):
         min_filter, mag_filter: filters used when shrinking / enlarging (default linear).
         antialias: widen the filter when shrinking (default True; never for NN).
         dtype: output type: None (input type, default) or ``types.FLOAT``.
+        save_attrs: add a second output, the input's spatial extents in layout order (int32,
+            e.g. (H, W) per sample), on the device of the first; what detection pipelines use
+            to scale boxes back to the original image (default False).
 
     Example:
         >>> images = fn.resize(fn.decoders.image(jpegs), resize_shorter=256)
+        >>> images, orig_hw = fn.resize(decoded, resize_x=800, resize_y=800, save_attrs=True)
     """
 
     schema = "resize"
@@ -372,11 +371,13 @@ class Resize(Operator):
         temp_buffer_hint=0,
         minibatch_size=32,
         image_type=None,
+        save_attrs=False,
     ) -> None:
-        if resize_z is not None:
-            raise ArgumentError(f"resize: resize_z={resize_z!r}: 3-D resize is not supported")
+        self.save_attrs = bool(save_attrs)
+        self.num_outputs = 2 if self.save_attrs else 1
         _check_number("resize_x", resize_x, True)
         _check_number("resize_y", resize_y, True)
+        _check_number("resize_z", resize_z, True)
         _check_number("size", size, True)
         _check_number("resize_shorter", resize_shorter, False)
         _check_number("resize_longer", resize_longer, False)
@@ -386,6 +387,7 @@ class Resize(Operator):
         self._static = {
             "resize_x": resize_x,
             "resize_y": resize_y,
+            "resize_z": resize_z,
             "size": size,
             "resize_shorter": resize_shorter,
             "resize_longer": resize_longer,
@@ -413,11 +415,11 @@ class Resize(Operator):
         self._cache: dict[tuple[int, int], ResizeParams] = {}
 
     def _check_size_args(self, given: list[str], args: dict | None = None) -> None:
-        ways = {("resize_x" if k in ("resize_x", "resize_y") else k) for k in given}
+        ways = {("resize_x" if k in ("resize_x", "resize_y", "resize_z") else k) for k in given}
         if len(ways) != 1:
             desc = ", ".join(f"{k}={self._value_repr(k, args)}" for k in given) or "none"
             raise ArgumentError(
-                "resize: give the output size in exactly one way (resize_x/resize_y, size, "
+                "resize: give the output size in exactly one way (resize_x/resize_y/resize_z, size, "
                 f"resize_shorter or resize_longer); got {desc}"
             )
 
@@ -427,26 +429,36 @@ class Resize(Operator):
 
     def output_layouts(self, input_layouts):
         lay = input_layouts[0] if input_layouts else ""
-        if lay and lay not in _SPATIAL_LAYOUTS:
-            raise ArgumentError(
-                f"resize: input layout {lay!r} is not supported; use one of "
-                f"{sorted(_SPATIAL_LAYOUTS)} (spatial dimensions H, W adjacent, 2-D)"
-            )
+        if lay:
+            spatial_axes(lay)  # raises for a layout resize does not take
         self._layout = lay
-        return [lay]
+        return [lay, ""] if self.save_attrs else [lay]
 
-    def params_for(self, in_h: int, in_w: int, args: dict | None = None) -> ResizeParams:
-        """The geometry of one sample (static arguments overridden by argument inputs)."""
+    def layout_of(self, ndim: int) -> str:
+        """The input layout (the graph's, or the default for ``ndim`` dimensions), checked."""
+        lay = self._layout or DEFAULT_RESIZE_LAYOUTS.get(ndim, "")
+        if len(lay) != ndim or lay not in RESIZE_LAYOUTS:
+            raise ArgumentError(
+                f"resize: cannot resize a {ndim}-D sample with layout {lay!r}; expected one of "
+                f"{list(RESIZE_LAYOUTS)} (a 3-D input needs its layout, e.g. DHWC or CDHW)"
+            )
+        return lay
+
+    def params_for(self, in_size: tuple[int, ...], args: dict | None = None) -> ResizeParams:
+        """The geometry of one sample of spatial extents ``in_size`` (layout order; static
+        arguments overridden by argument inputs)."""
+        in_size = tuple(int(v) for v in in_size)
         if not args:
-            cached = self._cache.get((in_h, in_w))
+            cached = self._cache.get(in_size)
             if cached is not None:
                 return cached
-        p = self._params_for(in_h, in_w, args)
+        p = self._params_for(in_size, args)
         if not args and len(self._cache) < 4096:  # same-size images are common: skip the math
-            self._cache[(in_h, in_w)] = p
+            self._cache[in_size] = p
         return p
 
-    def _params_for(self, in_h: int, in_w: int, args: dict | None) -> ResizeParams:
+    def _params_for(self, in_size: tuple[int, ...], args: dict | None) -> ResizeParams:
+        nd = len(in_size)
         vals = dict(self._static)
         if args:
             for k, v in args.items():
@@ -468,14 +480,14 @@ class Resize(Operator):
                 "resize: roi_start and roi_end must be given together; got "
                 f"roi_start={vals['roi_start']!r}, roi_end={vals['roi_end']!r}"
             )
-        req, implied = requested_size(2, **{k: vals[k] for k in _SIZE_ARGS})
-        roi_s = _per_axis(vals["roi_start"], 2, "roi_start")
-        roi_e = _per_axis(vals["roi_end"], 2, "roi_end")
+        req, implied = requested_size(nd, **{k: vals[k] for k in _SIZE_ARGS})
+        roi_s = _per_axis(vals["roi_start"], nd, "roi_start")
+        roi_e = _per_axis(vals["roi_end"], nd, "roi_end")
         return resize_params(
-            (in_h, in_w),
+            in_size,
             req,
             mode=implied or self.mode or ResizeMode.DEFAULT,
-            max_size=_per_axis(self.max_size, 2, "max_size"),
+            max_size=_per_axis(self.max_size, nd, "max_size"),
             roi_start=roi_s,
             roi_end=roi_e,
             roi_relative=self.roi_relative,
@@ -484,19 +496,30 @@ class Resize(Operator):
 
     def run_sample(self, inputs, args, param):
         img = inputs[0]
-        lay = self._layout or {2: "HW", 3: "HWC", 4: "FHWC"}.get(img.ndim, "")
-        if lay not in _SPATIAL_LAYOUTS or len(lay) != img.ndim:
-            raise ArgumentError(
-                f"resize: cannot resize a {img.ndim}-D sample with layout "
-                f"{lay!r}; expected HWC, HW, CHW, FHWC, FHW or FCHW"
-            )
-        h_ax, w_ax, c_ax = _SPATIAL_LAYOUTS[lay]
-        p = self.params_for(img.shape[h_ax], img.shape[w_ax], args)
+        lay = self.layout_of(img.ndim)
+        spatial, _ = spatial_axes(lay)
+        in_size = tuple(img.shape[a] for a in spatial)
+        p = self.params_for(in_size, args)
         out_dtype = self.attrs.out_dtype(img.dtype)
-        return resize_layout(img, lay, p, self.attrs, out_dtype)
+        out = resize_layout(img, lay, p, self.attrs, out_dtype)
+        if self.save_attrs:
+            return out, np.array(in_size, np.int32)
+        return out
 
     def run_batch(self, inputs, args, params, stream):
-        return resize_op_batch(self, inputs[0], args, stream)
+        out = resize_op_batch(self, inputs[0], args, stream)
+        if not self.save_attrs:
+            return out
+        import cupy
+
+        from ..tensors_gpu import SampleList
+
+        s = SampleList.coerce(inputs[0])
+        spatial, _ = spatial_axes(self.layout_of(s.shapes.shape[1] if len(s) else 3))
+        ext = np.asarray(s.shapes, np.int64).reshape(len(s), -1)[:, list(spatial)]
+        attrs = cupy.empty((len(s), len(spatial)), np.int32)
+        attrs.set(np.ascontiguousarray(ext, np.int32), stream=stream)  # one copy per batch
+        return out, attrs
 
 
 def _batch_geometry(op, hw: np.ndarray, args: dict):
@@ -532,25 +555,26 @@ def _batch_geometry(op, hw: np.ndarray, args: dict):
     for i in range(n):
         key = (int(hw[i, 0]), int(hw[i, 1]))
         if args:
-            p = op.params_for(*key, {k: v[i] for k, v in args.items()})
+            p = op.params_for(key, {k: v[i] for k, v in args.items()})
         else:
-            p = op.params_for(*key)  # memoised per input size by the operator
+            p = op.params_for(key)  # memoised per input size by the operator
         out[i], lo[i], hi[i] = p.dst_size, p.src_lo, p.src_hi
     return out, lo, hi
 
 
 def resize_op_batch(op, samples, args: dict, stream):
-    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
+    """``fn.resize(device="gpu")``: HWC/HW batches in one launch; other layouts (CHW, FHWC,
+    3-D, ...) as planes, one launch per pass (``resize_planes.py``)."""
     from ..kernels._batch import as_samples
     from ..kernels.resize import resize_batch
 
     s = as_samples(samples)
     ndim = s.shapes.shape[1] if len(s) else 3
-    lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
-    if lay not in ("HW", "HWC") or len(lay) != ndim:
-        raise ArgumentError(
-            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
-        )
+    lay = op.layout_of(ndim)
+    if lay not in ("HW", "HWC"):
+        from ..kernels.resize_planes import resize_any_layout
+
+        return resize_any_layout(op, s, lay, args, stream)
     out, lo, hi = _batch_geometry(op, s.shapes[:, :2], args)
     out_dtype = op.attrs.out_dtype(s.dtype)
     return resize_batch(
@@ -569,29 +593,71 @@ def resize_op_batch(op, samples, args: dict, stream):
 def resize_layout(
     img: np.ndarray, layout: str, p: ResizeParams, attrs: ResamplingAttrs, out_dtype: np.dtype
 ) -> np.ndarray:
-    """Resize a sample of any supported layout by viewing it as HWC image(s)."""
+    """Resize a sample of any supported layout: the spatial axes (2 or 3) of every frame and
+    channel-first plane, viewed as (spatial..., C) arrays."""
+    spatial, c_axis = spatial_axes(layout)
     a = attrs
 
-    def one(hwc: np.ndarray) -> np.ndarray:
-        return resample(hwc, p, a.min_filter, a.mag_filter, a.antialias, out_dtype)
+    def one(x: np.ndarray) -> np.ndarray:  # (spatial..., C)
+        if len(spatial) == 2:
+            return resample(x, p, a.min_filter, a.mag_filter, a.antialias, out_dtype)
+        return resample_volume(x, p, a.min_filter, a.mag_filter, a.antialias, out_dtype)
 
-    if layout == "HWC":
+    if layout == "HWC" or layout == "DHWC":
         return one(img)
-    if layout == "HW":
-        return one(img[:, :, None])[:, :, 0]
-    if layout == "CHW":
-        return np.ascontiguousarray(one(np.moveaxis(img, 0, -1)).transpose(2, 0, 1))
-    if layout == "FHWC":
-        return np.stack([one(f) for f in img]) if len(img) else _empty_frames(img, p, out_dtype)
-    if layout == "FHW":
-        return np.stack([one(f[:, :, None])[:, :, 0] for f in img])
-    return np.stack(
-        [np.ascontiguousarray(one(np.moveaxis(f, 0, -1)).transpose(2, 0, 1)) for f in img]
-    )
+    loops = [i for i in range(img.ndim) if i not in spatial and i != c_axis]
+    perm = loops + list(spatial) + ([c_axis] if c_axis is not None else [])
+    x = img.transpose(perm)
+    if c_axis is None:
+        x = x[..., None]
+    lead = x.shape[: len(loops)]
+    planes = x.reshape(-1, *x.shape[len(loops) :])
+    out_plane = (*p.dst_size, x.shape[-1])
+    out = np.empty((len(planes), *out_plane), out_dtype)
+    for k, plane in enumerate(planes):
+        out[k] = one(plane)
+    out = out.reshape(*lead, *out_plane)
+    if c_axis is None:
+        out = out[..., 0]
+    return np.ascontiguousarray(out.transpose(np.argsort(perm)))
 
 
-def _empty_frames(img, p, out_dtype):
-    return np.zeros((0, *p.dst_size, img.shape[-1]), out_dtype)
+def resample_volume(
+    vol: np.ndarray,
+    params: ResizeParams,
+    min_filter: FilterType = FilterType.TRIANGULAR,
+    mag_filter: FilterType = FilterType.LINEAR,
+    antialias: bool = True,
+    out_dtype: np.dtype | None = None,
+) -> np.ndarray:
+    """Resample a D x H x W x C volume: the H, W planes with :func:`resample` and the depth
+    axis with the separable reference, in float32 between the passes (rounded once, at the
+    end). Depth goes first when it shrinks (fewer planes to resample), else last.
+
+    Args:
+        vol: the volume.
+        params: from :func:`resize_params`, (D, H, W) order.
+        min_filter, mag_filter, antialias, out_dtype: as for :func:`resample`.
+    """
+    out_dtype = vol.dtype if out_dtype is None else np.dtype(out_dtype)
+    out_d, out_h, out_w = params.dst_size
+    lo_d, hi_d = params.src_lo[0], params.src_hi[0]
+    plane = ResizeParams((out_h, out_w), params.src_lo[1:], params.src_hi[1:])
+    if 0 in (out_d, out_h, out_w) or vol.size == 0:
+        return np.zeros((out_d, out_h, out_w, vol.shape[3]), out_dtype)
+    a, b = min(lo_d, hi_d), max(lo_d, hi_d)
+    fd = select_axis_filter(b - a, out_d, min_filter, mag_filter, antialias)
+    f32 = np.dtype(np.float32)
+
+    def depth(x):
+        y = _np_resample_axis(x.astype(np.float32, copy=False), 0, fd, out_d, a, b)
+        return y[::-1] if hi_d < lo_d else y
+
+    def planes(x):
+        return np.stack([resample(s, plane, min_filter, mag_filter, antialias, f32) for s in x])
+
+    x = planes(depth(vol)) if out_d < vol.shape[0] else depth(planes(vol))
+    return _finish(np.ascontiguousarray(x), out_dtype)
 
 
 __all__ = [
@@ -608,6 +674,7 @@ __all__ = [
     "window_geometry",
     "filter_table",
     "resample",
+    "resample_volume",
     "interp_to_filter",
     "ResamplingAttrs",
 ]

@@ -396,7 +396,7 @@ def test_layouts(layout, shape):
         (dict(size=10, max_size=-3), "max_size=-3"),
         (dict(size=10, interp_type="bogus"), "interp_type='bogus'"),
         (dict(size=10, dtype="notatype"), "dtype='notatype'"),
-        (dict(size=10, resize_z=3), "resize_z"),
+        (dict(size=10, resize_z="a"), "resize_z"),
     ],
 )
 def test_argument_errors(kwargs, match):
@@ -416,8 +416,12 @@ def test_errors_at_run():
 
 
 def test_unsupported_layout_is_an_error():
-    with pytest.raises(ArgumentError, match="DHWC"):
-        Resize(size=3).output_layouts(["DHWC"])
+    with pytest.raises(ArgumentError, match="'HCW' is not supported"):
+        Resize(size=3).output_layouts(["HCW"])
+    op = Resize(size=3)
+    op.output_layouts([""])
+    with pytest.raises(ArgumentError, match="needs its layout"):
+        op.run_sample((np.zeros((2, 3, 4, 5, 1), np.uint8),), {}, None)
 
 
 # --- through a pipeline ------------------------------------------------------------------------
@@ -487,3 +491,38 @@ def test_integer_output_rounds_halves_away_from_zero(dtype):
     np.testing.assert_array_equal(run_op(x, "HW", resize_x=4, resize_y=1), [[3, 3, 2, 1]])
     y = np.array([[[-3], [-1]]], np.int16)  # negative halves go down: -2.5 -> -3
     np.testing.assert_array_equal(run_op(y, resize_x=4, resize_y=1)[..., 0], [[-3, -3, -2, -1]])
+
+
+# --- save_attrs --------------------------------------------------------------------------------
+
+
+def test_save_attrs_gives_the_input_spatial_shape():
+    shapes = [(30, 40, 3), (17, 9, 3), (5, 64, 3)]
+    imgs = [rand_img(*s[:2], seed=i) for i, s in enumerate(shapes)]
+    pipe = Pipeline(batch_size=3, num_threads=1)
+    with pipe:
+        x = fn.external_source(lambda: imgs, layout="HWC")
+        out, attrs = fn.resize(x, resize_x=16, resize_y=12, save_attrs=True)
+        legacy = ops.Resize(size=(8, 8), save_attrs=True)(x)
+        single = fn.resize(x, size=(8, 8), save_attrs=False)
+        pipe.set_outputs(out, attrs, *legacy, single)
+    pipe.build()
+    out, attrs, l_out, l_attrs, single = pipe.run()
+    assert attrs.dtype == types.INT32 and l_attrs.dtype == types.INT32
+    for i, s in enumerate(shapes):
+        np.testing.assert_array_equal(attrs.at(i), np.array(s[:2], np.int32))
+        assert attrs.at(i).dtype == np.int32 and attrs.at(i).shape == (2,)
+        np.testing.assert_array_equal(l_attrs.at(i), s[:2])
+        assert out.at(i).shape == (12, 16, 3)
+        np.testing.assert_array_equal(l_out.at(i), single.at(i))
+
+
+@pytest.mark.parametrize(
+    "layout, shape, spatial", [("CHW", (2, 7, 5), (7, 5)), ("HW", (6, 4), (6, 4))]
+)
+def test_save_attrs_other_layouts(layout, shape, spatial):
+    op = Resize(size=3, save_attrs=True)
+    assert op.output_layouts([layout]) == [layout, ""]
+    out, attrs = op.run_sample((np.zeros(shape, np.uint8),), {}, None)
+    np.testing.assert_array_equal(attrs, spatial)
+    assert attrs.dtype == np.int32
