@@ -26,7 +26,7 @@ import numpy as np
 from .. import tfrecord as tfrec
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader
+from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader, file_order_shuffle
 
 # --- CRC-32C (Castagnoli) ---------------------------------------------------------------------
 
@@ -549,10 +549,8 @@ class TFRecordReader(ShardedReader, Operator):
             raise DataNotFoundError(f"{who}: the index files of {paths!r} list no records")
         self._offset = np.array([o for o, _ in flat], dtype=np.int64)
         self._size = np.array([s for _, s in flat], dtype=np.int64)
-        self._per_file = [np.flatnonzero(self._file == i) for i in range(len(paths))]
-        self._shuffle_seed = (
-            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
-        )
+        per_file = [np.flatnonzero(self._file == i) for i in range(len(paths))]
+        seed = DATALOADER_SEED if shuffle_after_epoch_seed is None else shuffle_after_epoch_seed
         self._io = PositionalReader(who)
         self.loader = ShardedLoader(
             len(self._offset),
@@ -563,7 +561,7 @@ class TFRecordReader(ShardedReader, Operator):
             stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
-            reorder=self._epoch_order if shuffle_after_epoch else None,
+            reorder=file_order_shuffle(per_file, seed) if shuffle_after_epoch else None,
         )
 
     def output_names(self) -> list[str]:
@@ -577,12 +575,6 @@ class TFRecordReader(ShardedReader, Operator):
 
     def output_layouts(self, input_layouts):
         return [""] * self.num_outputs
-
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        # DALI reshuffles the file order from scratch every epoch (seed + epoch << 32).
-        gen = np.random.Generator(np.random.MT19937(self._shuffle_seed + (epoch << 32)))
-        order = gen.permutation(len(self.paths))
-        return np.concatenate([self._per_file[i] for i in order])
 
     def source_info(self, param: int) -> str:
         return f"{self.paths[self._file[param]]} at index {self._offset[param]}"
