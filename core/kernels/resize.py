@@ -254,16 +254,46 @@ def _geometry(op, hw: np.ndarray, args: dict):
 
 
 def resize_op_batch(op, samples, args: dict, stream):
-    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples)."""
+    """``fn.resize(device="gpu")``: the whole batch in one launch (HWC or HW samples, or
+    FHWC / FHW sequences, whose frames all go into that one launch)."""
     from ..errors import ArgumentError
 
     s = as_samples(samples)
     ndim = s.shapes.shape[1] if len(s) else 3
     lay = op._layout or {2: "HW", 3: "HWC"}.get(ndim, "")
+    if lay in ("FHWC", "FHW") and len(lay) == ndim:
+        return _resize_sequences(op, s, args, stream)
     if lay not in ("HW", "HWC") or len(lay) != ndim:
         raise ArgumentError(
-            f"resize: device='gpu' resizes HWC or HW samples; got layout {lay!r} ({ndim}-D)"
+            "resize: device='gpu' resizes HWC or HW samples and FHWC or FHW sequences; got "
+            f"layout {lay!r} ({ndim}-D)"
         )
+    return _resize_images(op, s, args, stream)
+
+
+def _resize_sequences(op, s, args: dict, stream):
+    """Every frame of every sequence in one launch; a sequence's frames share its geometry
+    (and its argument inputs)."""
+    from ..tensors_gpu import SampleList
+    from ._sequences import as_frames, as_sequences
+
+    frames, owner, counts = as_frames(s)
+    empty = np.zeros((len(s), s.shapes.shape[1] - 1), np.int64)
+    if (counts == 0).any():  # the frame size of an empty sequence still follows its arguments
+        for i in np.flatnonzero(counts == 0).tolist():
+            sample_args = {k: v[i] for k, v in args.items()} if args else None
+            empty[i, :2] = op.params_for(*(int(v) for v in s.shapes[i, 1:3]), sample_args).dst_size
+            empty[i, 2:] = s.shapes[i, 3:]
+    if not counts.any():
+        shapes = np.concatenate([counts[:, None], empty], axis=1)
+        return SampleList(
+            s.dtype, np.zeros(len(s)), shapes, np.ones_like(shapes), None, s.device_id
+        )
+    frame_args = {k: [v[i] for i in owner.tolist()] for k, v in args.items()}
+    return as_sequences(_resize_images(op, frames, frame_args, stream), counts, empty)
+
+
+def _resize_images(op, s, args: dict, stream):
     out, lo, hi = _geometry(op, s.shapes[:, :2], args)
     out_dtype = op.attrs.out_dtype(s.dtype)
     return resize_batch(
