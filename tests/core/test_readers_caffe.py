@@ -201,7 +201,8 @@ def test_caffe_legacy_ops_classes(caffe_dbs):
         dict(shard_id=3, num_shards=4, pad_last_batch=True, stick_to_shard=True),
     ],
 )
-def test_caffe_sharding_and_padding_match_the_file_reader(caffe_dbs, make_files, kw):
+def test_caffe_sharding_and_padding_match_the_file_reader(caffe_dbs, make_files, kw, monkeypatch):
+    monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")  # the reference reads in-process: fast
     paths, _ = caffe_dbs
     pipe = caffe_pipe(paths, batch_size=3, **kw)
     got = ids_of(pipe, 8)
@@ -460,7 +461,8 @@ def test_caffe2_label_types(tmp_path):
 @pytest.mark.parametrize(
     "kw", [dict(shard_id=1, num_shards=3), dict(num_shards=4, pad_last_batch=True)]
 )
-def test_caffe2_sharding_matches_the_file_reader(c2_single, make_files, kw):
+def test_caffe2_sharding_matches_the_file_reader(c2_single, make_files, kw, monkeypatch):
+    monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")  # the reference reads in-process: fast
     pipe = c2_pipe(c2_single, batch_size=3, select=slice(1, 2), **kw)
     want, meta = file_reader_ids(make_files, N, 3, 8, **kw)
     assert ids_of(pipe, 8) == want

@@ -226,7 +226,8 @@ def test_legacy_ops_classes(recs):
         dict(shard_id=1, num_shards=2, pad_last_batch=True),
     ],
 )
-def test_sharding_and_padding_match_the_file_reader(recs, make_files, kw):
+def test_sharding_and_padding_match_the_file_reader(recs, make_files, kw, monkeypatch):
+    monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")  # the reference reads in-process: fast
     paths, idx, _ = recs
     pipe = rec_pipe(paths, idx, batch_size=3, **kw)
     got = ids_of(pipe, 8)
