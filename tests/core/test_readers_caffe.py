@@ -162,6 +162,18 @@ def test_caffe_single_path_string_and_key_order(tmp_path):
     assert [images.at(i).size for i in range(4)] == [0, 1, 2, 3]
 
 
+def test_caffe_same_database_twice_and_in_two_pipelines(caffe_dbs):
+    """One LMDB environment per process is shared (LMDB allows one), as DALI's
+    ``path=[db, db]`` test needs."""
+    paths, _ = caffe_dbs
+    twice = caffe_pipe([paths[0], paths[0]], batch_size=14)
+    other = caffe_pipe(paths[0], batch_size=7)
+    assert ids_of(twice, 1) == list(range(7)) * 2
+    assert ids_of(other, 1) == list(range(7))
+    twice.close()
+    assert ids_of(other, 1) == list(range(7))  # still open for the other reader
+
+
 def test_caffe_image_or_label_only(caffe_dbs):
     paths, _ = caffe_dbs
     for kw, want in ((dict(image_available=False), "label"), (dict(label_available=False), "img")):
