@@ -85,6 +85,8 @@ class VideoResizeReader(VideoReader):
         # Argument inputs of the resize belong to the resize node, not to the reader.
         per_sample = {k: node.arg_nodes.pop(k) for k in list(node.arg_nodes)}
         static = {k: v for k, v in self.resize_args.items() if v is not None}
+        if static.get("resize_z") == 0:  # DALI's default: unspecified (2-D)
+            del static["resize_z"]
         if not any(k in static or k in per_sample for k in SIZE_ARGS):
             raise ArgumentError(
                 f"{WHO}: give the output size: resize_x/resize_y, size, resize_shorter or "

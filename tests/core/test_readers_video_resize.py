@@ -195,7 +195,7 @@ def test_checkpoint_resumes(videos, stop):
 def test_legacy_ops_classes(videos):
     for cls in (ops.readers.VideoResize, ops.VideoReaderResize):
         pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
-        reader = cls(filenames=videos, sequence_length=2, resize_x=8, resize_y=6)
+        reader = cls(filenames=videos, sequence_length=2, resize_x=8, resize_y=6, resize_z=0)
         with pipe:
             pipe.set_outputs(reader())
         assert pipe.run()[0].at(0).shape == (2, 6, 8, 3)
