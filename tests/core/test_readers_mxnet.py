@@ -213,6 +213,29 @@ def test_legacy_ops_classes(recs):
     assert fn.readers.mxnet.__name__ == "mxnet"
 
 
+def test_decodes_like_the_jpeg_files(image_root, tmp_path):
+    """An im2rec-style .rec of real JPEGs, read and decoded: the pixels of the files."""
+    import glob
+
+    import cv2
+
+    files = sorted(glob.glob(os.path.join(image_root, "*", "*.jpg")))[:5]
+    rec = tmp_path / "jpegs.rec"
+    with open(rec, "wb") as f:
+        for k, name in enumerate(files):
+            f.write(encode_record(ir_payload([float(k % 2)], open(name, "rb").read(), k)))
+    idx = make_rec_index(str(rec))
+    pipe = Pipeline(batch_size=5, num_threads=2, device_id=None)
+    with pipe:
+        jpegs, labels = fn.readers.mxnet(path=[str(rec)], index_path=[idx])
+        pipe.set_outputs(fn.decoders.image(jpegs), labels)
+    images, labels = pipe.run()
+    for k, name in enumerate(files):
+        want = cv2.cvtColor(cv2.imread(name), cv2.COLOR_BGR2RGB)
+        np.testing.assert_array_equal(images.at(k), want)
+        assert labels.at(k).tolist() == [float(k % 2)]
+
+
 # --- sharding and shuffling -------------------------------------------------------------------
 
 
