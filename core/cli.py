@@ -7,6 +7,7 @@ dlpipe bench DATA_DIR [--device cpu|gpu] [--batch 128] [--threads N] [--pipeline
 dlpipe inspect DATA_DIR [--shards N] [--batch B] [--check] [--json FILE]
 dlpipe make-tfrecord-index TFRECORD [INDEX]
 dlpipe make-wds-index TAR [INDEX]
+dlpipe make-rec-index REC [INDEX]
 """
 
 from __future__ import annotations
@@ -434,6 +435,7 @@ def inspect_cmd(args: argparse.Namespace) -> int:
 _TOOLS = {
     "make-tfrecord-index": ("tfrecord2idx", "write a TFRecord index (DALI's tfrecord2idx)"),
     "make-wds-index": ("wds2idx", "write a WebDataset tar index (DALI's wds2idx)"),
+    "make-rec-index": ("rec2idx", "write an MXNet RecordIO index (DALI's rec2idx)"),
 }
 
 

@@ -52,6 +52,26 @@ def check_shard_args(shard_id: int, num_shards: int, who: str) -> None:
         raise ArgumentError(f"{who}: shard_id={shard_id!r} must be in [0, num_shards={num_shards})")
 
 
+def file_order_shuffle(per_file: list[np.ndarray], seed: int) -> Callable[[int], np.ndarray]:
+    """The ``reorder`` of the indexed container readers' ``shuffle_after_epoch`` (TFRecord,
+    RecordIO): every epoch the order of the *files* is drawn afresh from ``seed + (epoch << 32)``
+    (DALI's ``IndexedFileLoader::Reset``); records keep their order inside a file.
+
+    Args:
+        per_file: the dataset indices of each file's records, in file order.
+        seed: the base seed (``shuffle_after_epoch_seed``, default 524287).
+
+    Returns:
+        ``reorder(epoch) -> permutation`` for :class:`ShardedLoader`.
+    """
+
+    def reorder(epoch: int) -> np.ndarray:
+        gen = np.random.Generator(np.random.MT19937(int(seed) + (epoch << 32)))
+        return np.concatenate([per_file[i] for i in gen.permutation(len(per_file))])
+
+    return reorder
+
+
 class ShardedLoader:
     """Turns (N, sharding, shuffling, padding) into a stream of dataset indices.
 

@@ -5,8 +5,8 @@ A TFRecord file is a sequence of records, each framed as::
     uint64 length | uint32 masked_crc32c(length) | data[length] | uint32 masked_crc32c(data)
 
 (little-endian). The data is a serialized ``tf.train.Example`` protobuf; this module decodes
-the framing and the protobuf wire format by hand (Example -> Features -> map<string, Feature>
--> BytesList / FloatList / Int64List, packed or not) and checks both CRCs.
+the framing, and the message by hand with ``_protobuf.py`` (Example -> Features ->
+map<string, Feature> -> BytesList / FloatList / Int64List, packed or not), and checks both CRCs.
 
 All files form one dataset of records, sharded by record index (DALI's ``IndexedFileLoader``);
 the index files (one ``offset size`` line per record, DALI's ``tfrecord2idx`` format, made by
@@ -26,7 +26,8 @@ import numpy as np
 from .. import tfrecord as tfrec
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
-from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader
+from ._protobuf import WireError, fields, repeated_floats, repeated_varints
+from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader, file_order_shuffle
 
 # --- CRC-32C (Castagnoli) ---------------------------------------------------------------------
 
@@ -131,69 +132,7 @@ def masked_crc32c(data: bytes | memoryview | np.ndarray) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-# --- protobuf wire format ---------------------------------------------------------------------
-
-
-class _WireError(ValueError):
-    pass
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise _WireError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise _WireError("varint longer than 10 bytes")
-
-
-def _fields(buf: bytes, pos: int, end: int):
-    """Yield (field number, wire type, value) over one message; LEN values are (start, stop)."""
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        field, wire = key >> 3, key & 7
-        if field == 0:
-            raise _WireError("field number 0")
-        if wire == 0:
-            value, pos = _varint(buf, pos, end)
-        elif wire == 1:
-            if pos + 8 > end:
-                raise _WireError("truncated fixed64")
-            value, pos = buf[pos : pos + 8], pos + 8
-        elif wire == 2:
-            size, pos = _varint(buf, pos, end)
-            if pos + size > end:
-                raise _WireError(f"length-delimited field {field} runs past its message")
-            value, pos = (pos, pos + size), pos + size
-        elif wire == 5:
-            if pos + 4 > end:
-                raise _WireError("truncated fixed32")
-            value, pos = buf[pos : pos + 4], pos + 4
-        else:
-            raise _WireError(f"unsupported wire type {wire} (field {field})")
-        yield field, wire, value
-
-
-def _packed_varints(buf: bytes, start: int, stop: int) -> np.ndarray:
-    """Decode a packed run of varints as int64 (two's complement), vectorised."""
-    arr = np.frombuffer(buf, dtype=np.uint8, count=stop - start, offset=start)
-    if arr.size == 0:
-        return np.empty(0, dtype=np.int64)
-    if arr[-1] & 0x80:
-        raise _WireError("truncated packed varint")
-    ends = np.flatnonzero(arr < 0x80)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    if (ends - starts).max() >= 10:
-        raise _WireError("varint longer than 10 bytes")
-    pos = np.arange(arr.size) - np.repeat(starts, ends - starts + 1)
-    parts = (arr & 0x7F).astype(np.uint64) << (7 * pos).astype(np.uint64)
-    return np.bitwise_or.reduceat(parts, starts).view(np.int64)
+# --- tf.train.Example -------------------------------------------------------------------------
 
 
 class _Values:
@@ -213,30 +152,17 @@ class _Values:
 def _parse_list(buf: bytes, start: int, stop: int, kind: str, out: _Values) -> None:
     out.start(kind)
     add = out.items.append
-    for field, wire, value in _fields(buf, start, stop):
+    for field, wire, value in fields(buf, start, stop):
         if field != 1:
             continue
         if kind == "bytes":
             if wire != 2:
-                raise _WireError("BytesList value is not length-delimited")
+                raise WireError("BytesList value is not length-delimited")
             add([buf[value[0] : value[1]]])
         elif kind == "float":
-            if wire == 2:
-                a, b = value
-                if (b - a) % 4:
-                    raise _WireError("packed FloatList length is not a multiple of 4")
-                add(np.frombuffer(buf, dtype="<f4", count=(b - a) // 4, offset=a))
-            elif wire == 5:
-                add(np.frombuffer(value, dtype="<f4"))
-            else:
-                raise _WireError(f"FloatList value has wire type {wire}")
+            add(repeated_floats(buf, wire, value, "FloatList value"))
         else:
-            if wire == 2:
-                add(_packed_varints(buf, *value))
-            elif wire == 0:
-                add(np.array([value & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64).view(np.int64))
-            else:
-                raise _WireError(f"Int64List value has wire type {wire}")
+            add(repeated_varints(buf, wire, value, "Int64List value"))
 
 
 _KINDS = {1: "bytes", 2: "float", 3: "int64"}
@@ -249,22 +175,22 @@ def parse_example(data: bytes) -> dict[str, _Values]:
         ValueError: malformed wire data.
     """
     features: dict[str, _Values] = {}
-    for f1, w1, v1 in _fields(data, 0, len(data)):
+    for f1, w1, v1 in fields(data, 0, len(data)):
         if f1 != 1 or w1 != 2:
             continue  # Example.features
-        for f2, w2, v2 in _fields(data, *v1):
+        for f2, w2, v2 in fields(data, *v1):
             if f2 != 1 or w2 != 2:
                 continue  # Features.feature (map entries)
             key, values = "", _Values()
-            for f3, w3, v3 in _fields(data, *v2):
+            for f3, w3, v3 in fields(data, *v2):
                 if f3 == 1 and w3 == 2:
                     try:
                         key = data[v3[0] : v3[1]].decode("utf-8")
                     except UnicodeDecodeError:
-                        raise _WireError("feature name is not UTF-8") from None
+                        raise WireError("feature name is not UTF-8") from None
                 elif f3 == 2 and w3 == 2:
                     values = _Values()  # a repeated map value replaces the earlier one
-                    for f4, w4, v4 in _fields(data, *v3):
+                    for f4, w4, v4 in fields(data, *v3):
                         if f4 in _KINDS and w4 == 2:
                             _parse_list(data, *v4, _KINDS[f4], values)
             features[key] = values  # a repeated key: the last entry wins
@@ -549,10 +475,8 @@ class TFRecordReader(ShardedReader, Operator):
             raise DataNotFoundError(f"{who}: the index files of {paths!r} list no records")
         self._offset = np.array([o for o, _ in flat], dtype=np.int64)
         self._size = np.array([s for _, s in flat], dtype=np.int64)
-        self._per_file = [np.flatnonzero(self._file == i) for i in range(len(paths))]
-        self._shuffle_seed = (
-            DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
-        )
+        per_file = [np.flatnonzero(self._file == i) for i in range(len(paths))]
+        seed = DATALOADER_SEED if shuffle_after_epoch_seed is None else shuffle_after_epoch_seed
         self._io = PositionalReader(who)
         self.loader = ShardedLoader(
             len(self._offset),
@@ -563,7 +487,7 @@ class TFRecordReader(ShardedReader, Operator):
             stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
-            reorder=self._epoch_order if shuffle_after_epoch else None,
+            reorder=file_order_shuffle(per_file, seed) if shuffle_after_epoch else None,
         )
 
     def output_names(self) -> list[str]:
@@ -577,12 +501,6 @@ class TFRecordReader(ShardedReader, Operator):
 
     def output_layouts(self, input_layouts):
         return [""] * self.num_outputs
-
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        # DALI reshuffles the file order from scratch every epoch (seed + epoch << 32).
-        gen = np.random.Generator(np.random.MT19937(self._shuffle_seed + (epoch << 32)))
-        order = gen.permutation(len(self.paths))
-        return np.concatenate([self._per_file[i] for i in order])
 
     def source_info(self, param: int) -> str:
         return f"{self.paths[self._file[param]]} at index {self._offset[param]}"
@@ -613,7 +531,7 @@ class TFRecordReader(ShardedReader, Operator):
         path, offset = self.paths[self._file[param]], int(self._offset[param])
         try:
             parsed = parse_example(data)
-        except _WireError as e:
+        except WireError as e:
             raise DecodeError(
                 f"readers.tfrecord: {path!r}, record at offset {offset}: malformed "
                 f"tf.train.Example ({e})"

@@ -1,9 +1,11 @@
-"""Index makers for the container readers, also run as ``dlpipe make-tfrecord-index`` and
-``dlpipe make-wds-index`` (or ``python -m dlpipe.tools.tfrecord2idx`` / ``...wds2idx``).
+"""Index makers for the container readers, also run as ``dlpipe make-tfrecord-index``,
+``dlpipe make-wds-index`` and ``dlpipe make-rec-index`` (or ``python -m dlpipe.tools.<tool>``
+with ``tfrecord2idx``, ``wds2idx``, ``rec2idx``).
 
-    >>> from dlpipe.tools import make_tfrecord_index, make_webdataset_index
+    >>> from dlpipe.tools import make_rec_index, make_tfrecord_index, make_webdataset_index
     >>> make_tfrecord_index("train-0.tfrecord", "train-0.idx")
     >>> make_webdataset_index("shard-0.tar", "shard-0.idx")
+    >>> make_rec_index("train.rec", "train.idx")
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib
 _EXPORTS = {
     "make_tfrecord_index": "tfrecord2idx",
     "make_webdataset_index": "wds2idx",
+    "make_rec_index": "rec2idx",
 }
 
 __all__ = sorted(_EXPORTS)
