@@ -197,6 +197,11 @@ class Operator:
         """Layout string of each output, given the input layouts ("" when unknown)."""
         return [input_layouts[0] if input_layouts else ""] * self.num_outputs
 
+    def bind_inputs(self, inputs: Sequence[DataNode], arg_nodes: dict[str, DataNode]) -> None:
+        """A hook called once the call's inputs are known, before its outputs are made: an
+        operator whose outputs depend on them sets ``num_outputs`` here (``random_bbox_crop``
+        has a labels output when it has a labels input)."""
+
     def after_call(self, outputs: list[DataNode]) -> list[DataNode]:
         """The nodes a call returns (a hook: ``external_source(device="gpu")`` adds a copy)."""
         return outputs
@@ -341,6 +346,7 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
         # DALI: "gpu" when any positional input is on the GPU, else "cpu".
         static["device"] = "gpu" if any(x.device == "gpu" for x in inputs) else "cpu"
     op = cls(**static)
+    op.bind_inputs(inputs, arg_nodes)
     _check_placement(op, inputs)
     name = op.name or f"__{cls.__name__}_{pipe._next_op_id()}"
     node = OpNode(op, inputs, arg_nodes, name)

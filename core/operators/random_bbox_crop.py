@@ -1,0 +1,461 @@
+"""``fn.random_bbox_crop``: a random crop window that keeps the bounding boxes consistent (DALI's
+``RandomBBoxCrop``). CPU only, as in DALI: its outputs feed ``fn.slice`` (or
+``decoders.image_slice``) and the box operators.
+
+How one sample's window is chosen (DALI's ``FindProspectiveCrop``; all arithmetic in float32):
+
+1. Pick one *option* uniformly: one of ``thresholds``, or "no crop" when ``allow_no_crop``.
+   "No crop" returns the whole image with every box, and ends the search.
+2. Make up to ``num_attempts`` candidate windows for that option. A relative window draws each
+   extent from ``scaling``, fixes the extents of every pair whose ``aspect_ratio`` range is a
+   single value (in a random order, then rescaled so the largest extent is kept), skips the
+   candidate unless every pair's ratio is in its range, then draws the anchor uniformly in
+   [0, 1 - extent]. A fixed window (``crop_shape`` with ``input_shape``) draws an integer anchor
+   in [0, input - crop] (or [input - crop, 0] when the crop is the larger).
+3. A candidate's metric is the smallest (``all_boxes_above_threshold``, the default) or the
+   largest IoU of a box with the window (``threshold_type="overlap"``: the share of the box's
+   area inside the window). It becomes the current result when it meets the threshold or beats
+   the best metric so far; the boxes are then filtered (by centroid inside the window, or with
+   ``bbox_prune_threshold`` by the share of their area inside it) and mapped into the window
+   (clamped to [0, 1]). The result is final when it met the threshold and kept a box; the
+   attempts of the option still run (a later candidate can replace it), as in DALI.
+4. Otherwise back to 1, until ``total_num_attempts`` candidates were made (then the best result
+   so far is used, with a warning) or forever when it is not given.
+
+A sample without boxes takes the first window made (DALI stopped warning about them). When
+every candidate was rejected, the whole image is used (DALI gives an empty window). Random
+numbers come from a generator per sample, seeded in ``batch_params`` from the operator's RNG,
+so results do not depend on the thread count (they are not DALI's draws: DALI uses
+``std::mt19937``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..graph import DataNode, Operator, register
+
+logger = logging.getLogger(__name__)
+
+WHO = "random_bbox_crop"
+F = np.float32
+_START_END = {2: "xyXY", 3: "xyzXYZ"}
+_START_SHAPE = {2: "xyWH", 3: "xyzWHD"}
+_SHAPE_LAYOUT = {2: "WH", 3: "WHD"}
+
+
+def _floats(value, name: str) -> list[float]:
+    try:
+        out = [float(v) for v in np.asarray(value, np.float64).reshape(-1)]
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{WHO}: {name}={value!r} must be a list of numbers") from None
+    return out
+
+
+def _is_permutation(layout: str, of: str) -> bool:
+    return len(layout) == len(of) and sorted(layout) == sorted(of)
+
+
+def parse_bbox_layout(layout: str, ndim: int) -> tuple[list[int], bool]:
+    """(index of each canonical coordinate in the layout, whether it holds extents): canonical
+    order is x, y, (z), then X, Y, (Z) or W, H, (D)."""
+    for canon, shape in ((_START_END[ndim], False), (_START_SHAPE[ndim], True)):
+        if _is_permutation(layout, canon):
+            return [layout.index(c) for c in canon], shape
+    raise ArgumentError(
+        f"{WHO}: bbox_layout={layout!r} should be a permutation of {_START_END[ndim]!r} or "
+        f"{_START_SHAPE[ndim]!r} for boxes of {2 * ndim} coordinates"
+    )
+
+
+def read_boxes(rows: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) corners, (N, ndim) float32 each, of boxes in ``layout``; every box must lie in
+    [0, 1] (DALI checks it)."""
+    ndim = rows.shape[1] // 2
+    perm, has_shape = parse_bbox_layout(layout, ndim)
+    canon = rows[:, perm]
+    lo, hi = canon[:, :ndim].copy(), canon[:, ndim:].copy()
+    if has_shape:
+        hi = (hi + lo).astype(F)
+    bad = ~((lo >= 0) & (hi <= 1)).all(axis=1)
+    if bad.any():
+        i = int(np.nonzero(bad)[0][0])
+        raise ArgumentError(
+            f"{WHO}: box {i} {rows[i].tolist()} (bbox_layout={layout!r}) is out of bounds "
+            f"[0, 1]: boxes must be relative coordinates"
+        )
+    return lo, hi
+
+
+def write_boxes(lo: np.ndarray, hi: np.ndarray, layout: str) -> np.ndarray:
+    ndim = lo.shape[1]
+    perm, has_shape = parse_bbox_layout(layout, ndim)
+    canon = np.concatenate([lo, (hi - lo).astype(F) if has_shape else hi], axis=1)
+    out = np.empty_like(canon)
+    out[:, perm] = canon
+    return out.astype(F)
+
+
+def _volume(extent: np.ndarray) -> np.ndarray:
+    """Product of the extents along the last axis, in float32, in order (DALI's volume)."""
+    v = extent[..., 0].astype(F)
+    for d in range(1, extent.shape[-1]):
+        v = (v * extent[..., d]).astype(F)
+    return v
+
+
+def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str) -> np.ndarray:
+    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it."""
+    ilo = np.maximum(lo, crop_lo)
+    ihi = np.minimum(hi, crop_hi)
+    disjoint = (ihi <= ilo).any(axis=1)
+    inter = np.where(disjoint, F(0), _volume((ihi - ilo).astype(F)))
+    box_vol = _volume((hi - lo).astype(F))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if metric == "overlap":
+            out = (inter / box_vol).astype(F)
+        else:
+            crop_vol = _volume((crop_hi - crop_lo).astype(F)[None])[0]
+            out = np.where(inter == 0, F(0), inter / ((crop_vol + box_vol) - inter)).astype(F)
+    return out
+
+
+def keep_boxes(crop_lo, crop_hi, lo, hi, prune_threshold: float | None) -> np.ndarray:
+    """Indices of the boxes the window keeps: centroid in [lo, hi) of the window, or, with a
+    prune threshold, a nonzero intersection holding at least that share of the box's area."""
+    if prune_threshold is None:
+        centroid = ((lo + hi) * F(0.5)).astype(F)
+        inside = ((centroid >= crop_lo) & (centroid < crop_hi)).all(axis=1)
+        return np.nonzero(inside)[0]
+    ratio = overlap_metrics(crop_lo, crop_hi, lo, hi, "overlap")
+    ilo = np.maximum(lo, crop_lo)
+    ihi = np.minimum(hi, crop_hi)
+    nonzero = ~(ihi <= ilo).any(axis=1)
+    return np.nonzero(nonzero & (ratio >= F(prune_threshold)))[0]
+
+
+def remap_boxes(crop_lo, crop_hi, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes in the window's coordinates, clamped to [0, 1] (DALI's ``RemapBox``)."""
+    extent = (crop_hi - crop_lo).astype(F)
+    start = ((np.maximum(crop_lo, lo) - crop_lo) / extent).astype(F)
+    end = ((np.minimum(crop_hi, hi) - crop_lo) / extent).astype(F)
+    return np.clip(start, 0, 1).astype(F), np.clip(end, 0, 1).astype(F)
+
+
+@register(legacy=("RandomBBoxCrop",))
+class RandomBBoxCrop(Operator):
+    """Draws a crop window (``anchor``, ``shape``) and returns the boxes (and labels) that stay
+    in it, mapped to its coordinates; see the module docstring for how the window is chosen.
+
+    Inputs: ``bboxes`` (N, 4) or (N, 6) float32 in [0, 1], and optionally ``labels`` (N, ...).
+    Outputs: ``anchor`` and ``shape`` (ndim,) float32, in [x, y, (z)] order, relative or, with
+    ``crop_shape``, in pixels; ``bboxes`` (K, 2*ndim) float32 in the input's layout; ``labels``
+    (K, ...) when given; ``bbox_indices`` (K,) int32 with ``output_bbox_indices``.
+
+    Args:
+        thresholds: minimum metric values to choose from. Default [0.0].
+        threshold_type: ``"iou"`` (default) or ``"overlap"``.
+        aspect_ratio: [min, max] of width/height (3-D: also x/z and y/z, six values).
+            Default [1, 1].
+        scaling: [min, max] of each relative extent. Default [1, 1].
+        bbox_layout: e.g. ``"xyXY"`` (default) or ``"xyWH"``; ``ltrb`` (deprecated) picks one
+            of those two.
+        num_attempts: candidates per chosen threshold. Default 1.
+        total_num_attempts: candidates in all, then the best so far is used. Default: no limit.
+        allow_no_crop: "no crop" is one more option. Default True (False with ``crop_shape``).
+        all_boxes_above_threshold: every box (default) or at least one must meet the threshold.
+        bbox_prune_threshold: keep boxes by the share of their area inside the window instead
+            of by centroid.
+        crop_shape, input_shape: a fixed window size and the image size (per-sample argument
+            inputs allowed), in the order of ``shape_layout`` (default ``"WH"``/``"WHD"``).
+            ``input_shape`` alone makes ``aspect_ratio`` refer to pixels.
+        output_bbox_indices: add the indices of the kept boxes as an output.
+
+    Example:
+        >>> anchor, shape, bboxes, labels = fn.random_bbox_crop(
+        ...     bboxes, labels, aspect_ratio=[0.5, 2.0], thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9],
+        ...     scaling=[0.3, 1.0], bbox_layout="xyXY", allow_no_crop=True, num_attempts=50)
+        >>> images = fn.slice(images, anchor, shape, normalized_anchor=True,
+        ...                   normalized_shape=True)
+    """
+
+    schema = "random_bbox_crop"
+    num_inputs = (1, 2)
+    num_outputs = 3
+    is_random = True
+    arg_inputs = frozenset({"crop_shape", "input_shape"})
+
+    def setup(
+        self,
+        *,
+        thresholds: Sequence[float] = (0.0,),
+        threshold_type: str = "iou",
+        aspect_ratio: Sequence[float] | None = None,
+        scaling: Sequence[float] | None = None,
+        ltrb: bool | None = None,
+        bbox_layout: str | None = None,
+        num_attempts: int = 1,
+        total_num_attempts: int | None = None,
+        all_boxes_above_threshold: bool = True,
+        allow_no_crop: bool | None = None,
+        bbox_prune_threshold: float | None = None,
+        crop_shape: Sequence[int] | None = None,
+        input_shape: Sequence[int] | None = None,
+        shape_layout: str | None = None,
+        output_bbox_indices: bool = False,
+    ) -> None:
+        scale = _floats([1.0, 1.0] if scaling is None else scaling, "scaling")
+        if len(scale) != 2 or not 0 <= scale[0] <= scale[1]:
+            raise ArgumentError(
+                f"{WHO}: scaling={scaling!r} must be a range [min, max] with 0 <= min <= max"
+            )
+        ar = _floats([1.0, 1.0] if aspect_ratio is None else aspect_ratio, "aspect_ratio")
+        if len(ar) not in (2, 6):
+            raise ArgumentError(
+                f"{WHO}: aspect_ratio={aspect_ratio!r} must have 2 values (6 for 3-D boxes)"
+            )
+        self.ar_ranges = [(F(ar[i]), F(ar[i + 1])) for i in range(0, len(ar), 2)]
+        for lo, hi in self.ar_ranges:
+            if not 0 <= lo <= hi:
+                raise ArgumentError(
+                    f"{WHO}: aspect_ratio={aspect_ratio!r}: each range needs 0 <= min <= max"
+                )
+        self.scaling = (F(scale[0]), F(scale[1]))
+        thr = _floats(thresholds, "thresholds")
+        if not thr:
+            raise ArgumentError(f"{WHO}: thresholds= needs at least one value")
+        for t in thr:
+            if not 0.0 <= t <= 1.0:
+                raise ArgumentError(f"{WHO}: thresholds={thresholds!r}: {t} is not in [0, 1]")
+        if threshold_type not in ("iou", "overlap"):
+            raise ArgumentError(
+                f"{WHO}: threshold_type={threshold_type!r} must be 'iou' or 'overlap'"
+            )
+        self.metric = threshold_type
+        if not isinstance(num_attempts, int | np.integer) or num_attempts < 1:
+            raise ArgumentError(f"{WHO}: num_attempts={num_attempts!r} must be >= 1")
+        if total_num_attempts is not None and (
+            not isinstance(total_num_attempts, int | np.integer) or total_num_attempts < 1
+        ):
+            raise ArgumentError(f"{WHO}: total_num_attempts={total_num_attempts!r} must be >= 1")
+        self.num_attempts = int(num_attempts)
+        self.total_num_attempts = -1 if total_num_attempts is None else int(total_num_attempts)
+        if ltrb is not None and bbox_layout is not None:
+            raise ArgumentError(
+                f"{WHO}: ltrb={ltrb!r} and bbox_layout={bbox_layout!r} cannot be given together "
+                "(ltrb is deprecated in favour of bbox_layout)"
+            )
+        self.bbox_layout = bbox_layout or ""
+        self.ltrb = True if ltrb is None else bool(ltrb)
+        self.shape_layout = shape_layout or ""
+        self.crop_shape = None if crop_shape is None else [int(v) for v in crop_shape]
+        self.input_shape = None if input_shape is None else [int(v) for v in input_shape]
+        self._crop_given = crop_shape is not None
+        self._input_given = input_shape is not None
+        self._allow_no_crop = allow_no_crop
+        self.prune = None if bbox_prune_threshold is None else float(bbox_prune_threshold)
+        self.all_boxes = bool(all_boxes_above_threshold)
+        self.output_bbox_indices = bool(output_bbox_indices)
+        self.has_labels = False
+        self._scaling_given, self._ar_given = scaling is not None, aspect_ratio is not None
+        self.thresholds = [F(t) for t in thr]
+        self.options: list[tuple[bool, np.float32]] = []
+
+    def bind_inputs(self, inputs, arg_nodes: dict[str, DataNode]) -> None:
+        self.has_labels = len(inputs) == 2
+        self.num_outputs = 3 + self.has_labels + self.output_bbox_indices
+        crop = self._crop_given or "crop_shape" in arg_nodes
+        shape = self._input_given or "input_shape" in arg_nodes
+        self.fixed_crop = crop
+        self.input_shape_given = shape
+        if crop and not shape:
+            raise ArgumentError(f"{WHO}: crop_shape= needs input_shape= (the image size)")
+        allow = self._allow_no_crop
+        if crop:
+            if allow:
+                raise ArgumentError(
+                    f"{WHO}: allow_no_crop=True is incompatible with crop_shape= (fixed windows)"
+                )
+            allow = False
+            for name, given in (("aspect_ratio", self._ar_given), ("scaling", self._scaling_given)):
+                if given:
+                    raise ArgumentError(f"{WHO}: {name}= is incompatible with crop_shape=")
+        elif allow is None:
+            allow = True
+        self.options = [(False, t) for t in self.thresholds] + ([(True, F(0))] if allow else [])
+
+    def output_layouts(self, input_layouts):
+        return [""] * self.num_outputs
+
+    def batch_params(self, n: int) -> list[int]:
+        return [int(s) for s in self.rng.integers(0, 2**63 - 1, size=n)]
+
+    # --- one sample ---------------------------------------------------------------------------
+    def _layout(self, ndim: int) -> str:
+        if self.bbox_layout:
+            return self.bbox_layout
+        return _START_END[ndim] if self.ltrb else _START_SHAPE[ndim]
+
+    def _shape_arg(self, name: str, args: dict, ndim: int) -> np.ndarray | None:
+        value = args.get(name, getattr(self, name))
+        if value is None:
+            return None
+        v = np.asarray(value).reshape(-1)
+        if v.size != ndim:
+            raise ArgumentError(
+                f"{WHO}: {name}={v.tolist()} must have {ndim} values for {2 * ndim}-coordinate "
+                "boxes"
+            )
+        layout = self.shape_layout or _SHAPE_LAYOUT[ndim]
+        if not _is_permutation(layout, _SHAPE_LAYOUT[ndim]):
+            raise ArgumentError(
+                f"{WHO}: shape_layout={layout!r} should be a permutation of {_SHAPE_LAYOUT[ndim]!r}"
+            )
+        return np.asarray([v[layout.index(c)] for c in _SHAPE_LAYOUT[ndim]], np.int64)
+
+    def _fix_aspect_ratios(self, shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        ndim = len(shape)
+        fixed = np.zeros((ndim, ndim), F)
+        k, need = 0, False
+        for d0 in range(ndim):
+            for d1 in range(d0 + 1, ndim):
+                lo, hi = self.ar_ranges[k]
+                if lo == hi:
+                    fixed[d0, d1] = lo
+                    fixed[d1, d0] = F(1.0 / float(lo)) if lo else F(np.inf)
+                    need = True
+                k = (k + 1) % len(self.ar_ranges)
+        if not need:
+            return shape
+        order = rng.permutation(ndim)
+        shape = shape.copy()
+        max_extent = F(shape.max())
+        for i0 in range(ndim):
+            for i1 in range(i0 + 1, ndim):
+                d0, d1 = order[i0], order[i1]
+                if fixed[d1, d0] > 0:
+                    shape[d1] = F(shape[d0] * fixed[d1, d0])
+        new_max = F(shape.max())
+        return ((max_extent * shape) / new_max).astype(F)
+
+    def _valid_aspect_ratio(self, shape: np.ndarray) -> bool:
+        k, ndim = 0, len(shape)
+        for i in range(ndim):
+            for j in range(i + 1, ndim):
+                lo, hi = self.ar_ranges[k]
+                ratio = F(shape[i] / shape[j])
+                if not lo <= ratio <= hi:
+                    return False
+                k = (k + 1) % len(self.ar_ranges)
+        return True
+
+    def _candidate(self, rng, ndim, crop_shape, input_shape):
+        """(relative window lo, hi, output window lo, hi) or None for a rejected shape."""
+        if crop_shape is not None:
+            span = input_shape - crop_shape
+            anchor = np.asarray(
+                [rng.integers(min(0, s), max(0, s), endpoint=True) for s in span], F
+            )
+            inp = input_shape.astype(F)
+            out_lo, out_hi = anchor, (anchor + crop_shape.astype(F)).astype(F)
+            rel_lo = (anchor / inp).astype(F)
+            rel_hi = (rel_lo + (crop_shape.astype(F) / inp)).astype(F)
+            return rel_lo, rel_hi, out_lo, out_hi
+        lo, hi = self.scaling
+        shape = rng.uniform(lo, hi, ndim).astype(F)
+        if input_shape is not None:  # aspect ratios of the window in pixels
+            inp = input_shape.astype(F)
+            pixels = self._fix_aspect_ratios((shape * inp).astype(F), rng)
+            if not self._valid_aspect_ratio(pixels):
+                return None
+            shape = (pixels / inp).astype(F)
+            if (shape > 1).any():  # the square (say) of the long side does not fit
+                return None
+        else:
+            shape = self._fix_aspect_ratios(shape, rng)
+            if not self._valid_aspect_ratio(shape):
+                return None
+        anchor = np.asarray([rng.uniform(0.0, float(F(1) - s)) for s in shape], F)
+        rel_lo, rel_hi = anchor, (anchor + shape).astype(F)
+        return rel_lo, rel_hi, rel_lo, rel_hi
+
+    def find_crop(self, lo, hi, rng, crop_shape=None, input_shape=None):
+        """(window lo, window hi, kept box indices, kept lo, kept hi) for one sample."""
+        ndim = lo.shape[1] if lo.ndim == 2 else 2
+        n = len(lo)
+        count, best = 0, F(-1)
+        result = None
+        success = False
+        while not success and (self.total_num_attempts < 0 or count < self.total_num_attempts):
+            no_crop, threshold = self.options[int(rng.integers(len(self.options)))]
+            if no_crop:
+                out_hi = np.ones(ndim, F)
+                if crop_shape is not None:
+                    out_hi = input_shape.astype(F)
+                return np.zeros(ndim, F), out_hi, np.arange(n), lo, hi
+            for _ in range(self.num_attempts):
+                count += 1
+                cand = self._candidate(rng, ndim, crop_shape, input_shape)
+                if cand is None:
+                    continue
+                rel_lo, rel_hi, out_lo, out_hi = cand
+                if n == 0:  # nothing to keep: the first window will do
+                    empty = np.zeros((0, ndim), F)
+                    return out_lo, out_hi, np.zeros(0, np.int64), empty, empty
+                metrics = overlap_metrics(rel_lo, rel_hi, lo, hi, self.metric)
+                metric = F(metrics.min() if self.all_boxes else metrics.max())
+                valid = bool(metric >= threshold)
+                if metric <= best and not valid:
+                    continue
+                best = metric
+                keep = keep_boxes(rel_lo, rel_hi, lo, hi, self.prune)
+                new_lo, new_hi = remap_boxes(rel_lo, rel_hi, lo[keep], hi[keep])
+                result = (out_lo, out_hi, keep, new_lo, new_hi)
+                success = valid and len(keep) > 0
+        if not success:
+            logger.warning(
+                "%s: could not find a valid cropping window to satisfy the specified "
+                "requirements (attempted %d times); using the best cropping window so far "
+                "(best_metric=%g)",
+                WHO,
+                count,
+                float(best),
+            )
+            if result is None:  # every candidate had a bad aspect ratio: the whole image
+                # (DALI returns an empty window then)
+                full = np.ones(ndim, F) if crop_shape is None else input_shape.astype(F)
+                return np.zeros(ndim, F), full, np.arange(n), lo, hi
+        return result
+
+    def run_sample(self, inputs, args, param):
+        boxes = inputs[0]
+        if boxes.dtype != np.float32:
+            raise ArgumentError(f"{WHO}: bounding boxes must be float32, got {boxes.dtype}")
+        if boxes.ndim != 2 or boxes.shape[1] not in (4, 6):
+            raise ArgumentError(
+                f"{WHO}: bounding boxes must have shape (N, 4) or (N, 6), got {boxes.shape}"
+            )
+        ndim = boxes.shape[1] // 2
+        layout = self._layout(ndim)
+        lo, hi = read_boxes(boxes, layout)
+        crop_shape = self._shape_arg("crop_shape", args, ndim) if self.fixed_crop else None
+        input_shape = self._shape_arg("input_shape", args, ndim) if self.input_shape_given else None
+        rng = np.random.default_rng(param)
+        out_lo, out_hi, keep, new_lo, new_hi = self.find_crop(lo, hi, rng, crop_shape, input_shape)
+        outs = [
+            np.asarray(out_lo, F).copy(),
+            (np.asarray(out_hi, F) - np.asarray(out_lo, F)).astype(F),
+            write_boxes(new_lo, new_hi, layout).reshape(-1, 2 * ndim),
+        ]
+        if self.has_labels:
+            labels = inputs[1]
+            if len(labels) != len(boxes):
+                raise ArgumentError(f"{WHO}: {len(labels)} labels for {len(boxes)} bounding boxes")
+            outs.append(labels[keep].copy())
+        if self.output_bbox_indices:
+            outs.append(np.asarray(keep, np.int32))
+        return tuple(outs)

@@ -1,0 +1,162 @@
+"""The box operators ``bb_flip`` and ``bbox_paste`` against numpy references written here, on
+their own and in pipelines fed by external sources (per-sample argument inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpipe import ArgumentError, Pipeline, fn, ops
+from dlpipe.operators.bb_flip import BbFlip
+from dlpipe.operators.bbox_paste import BBoxPaste
+
+F = np.float32
+
+
+def random_boxes(rng, n, ltrb):
+    lo = rng.uniform(0, 0.6, (n, 2)).astype(F)
+    size = rng.uniform(0.01, 0.4, (n, 2)).astype(F)
+    return np.concatenate([lo, lo + size if ltrb else size], axis=1).astype(F)
+
+
+def run_pipe(batches, build, batch_size=None):
+    """Outputs (lists of samples) of a CPU pipeline whose external sources are ``batches``
+    (name -> list of samples); ``build(**nodes)`` returns the outputs."""
+    n = batch_size or len(next(iter(batches.values())))
+    pipe = Pipeline(batch_size=n, num_threads=2, device_id=None, seed=5)
+    with pipe:
+        nodes = {k: fn.external_source(source=[v], name=k) for k, v in batches.items()}
+        outs = build(**nodes)
+        pipe.set_outputs(*(outs if isinstance(outs, tuple) else (outs,)))
+    res = pipe.run()
+    pipe.close()
+    return [[np.array(tl.at(i)) for i in range(len(tl))] for tl in res]
+
+
+# --- bb_flip ------------------------------------------------------------------------------------
+
+
+def ref_flip(boxes, ltrb, h, v):
+    b = boxes.astype(np.float64)
+    out = b.copy()
+    if ltrb:
+        if h:
+            out[:, [0, 2]] = 1 - b[:, [2, 0]]
+        if v:
+            out[:, [1, 3]] = 1 - b[:, [3, 1]]
+    else:
+        if h:
+            out[:, 0] = 1 - (b[:, 0] + b[:, 2])
+        if v:
+            out[:, 1] = 1 - (b[:, 1] + b[:, 3])
+    return out
+
+
+@pytest.mark.parametrize("ltrb", [False, True])
+@pytest.mark.parametrize("h, v", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_bb_flip_matches_numpy(ltrb, h, v):
+    boxes = random_boxes(np.random.default_rng(h + 2 * v), 7, ltrb)
+    out = BbFlip(ltrb=ltrb, horizontal=h, vertical=v).run_sample((boxes,), {}, None)
+    assert out.dtype == np.float32 and out.shape == boxes.shape
+    np.testing.assert_allclose(out, ref_flip(boxes, ltrb, h, v), atol=1e-7)
+    if not ltrb:  # sizes are kept exactly
+        np.testing.assert_array_equal(out[:, 2:], boxes[:, 2:])
+
+
+def test_bb_flip_defaults_flat_boxes_and_empty():
+    boxes = F([[0.1, 0.2, 0.3, 0.4]])
+    out = BbFlip().run_sample((boxes.reshape(-1),), {}, None)  # flat (4N,) input keeps its shape
+    assert out.shape == (4,)
+    np.testing.assert_allclose(out, [0.6, 0.2, 0.3, 0.4], atol=1e-7)
+    empty = np.zeros((0, 4), F)
+    assert BbFlip().run_sample((empty,), {}, None).shape == (0, 4)
+
+
+def test_bb_flip_per_sample_flags_in_a_pipeline():
+    rng = np.random.default_rng(1)
+    boxes = [random_boxes(rng, k, True) for k in (3, 0, 5, 2)]
+    horizontal = [np.int32(f) for f in (1, 0, 0, 1)]
+    vertical = [np.int32(f) for f in (0, 1, 1, 1)]
+    (got,) = run_pipe(
+        dict(b=boxes, h=horizontal, v=vertical),
+        lambda b, h, v: fn.bb_flip(b, ltrb=True, horizontal=h, vertical=v),
+    )
+    for g, b, h, v in zip(got, boxes, horizontal, vertical, strict=True):
+        assert g.shape == b.shape and g.dtype == np.float32
+        np.testing.assert_allclose(g, ref_flip(b, True, h, v), atol=1e-7)
+    (legacy,) = run_pipe(dict(b=boxes), lambda b: ops.BbFlip(vertical=1, horizontal=0)(b))
+    np.testing.assert_allclose(legacy[2], ref_flip(boxes[2], False, 0, 1), atol=1e-7)
+
+
+def test_bb_flip_errors():
+    with pytest.raises(ArgumentError, match="float32"):
+        BbFlip().run_sample((np.zeros((2, 4), np.float64),), {}, None)
+    with pytest.raises(ArgumentError, match=r"shape \(N, 4\).*\(2, 3\)"):
+        BbFlip().run_sample((np.zeros((2, 3), F),), {}, None)
+    with pytest.raises(ArgumentError, match="horizontal=.*integer"):
+        BbFlip(horizontal=0.5)
+    with pytest.raises(ArgumentError, match="device='mixed'"):
+        BbFlip(device="mixed")
+
+
+# --- bbox_paste ---------------------------------------------------------------------------------
+
+
+def ref_paste(boxes, ltrb, ratio, px, py):
+    """DALI's formula in float32: corners x / ratio + paste_x * (ratio - 1) / ratio, sizes
+    w / ratio; offsets lowered until a box in [0, 1] stays in [0, 1]."""
+    scale = F(1) / F(ratio)
+    ox = F(px) * ((F(ratio) - F(1)) / F(ratio))
+    oy = F(py) * ((F(ratio) - F(1)) / F(ratio))
+    while scale + ox > F(1):
+        ox = np.nextafter(ox, F(-1))
+    while scale + oy > F(1):
+        oy = np.nextafter(oy, F(-1))
+    out = boxes * scale
+    out[:, 0] += ox
+    out[:, 1] += oy
+    if ltrb:
+        out[:, 2] += ox
+        out[:, 3] += oy
+    return out
+
+
+@pytest.mark.parametrize("ltrb", [False, True])
+@pytest.mark.parametrize("ratio, px, py", [(1.0, 0.5, 0.5), (2.0, 0.0, 1.0), (3.7, 0.25, 0.9)])
+def test_bbox_paste_matches_numpy(ltrb, ratio, px, py):
+    boxes = random_boxes(np.random.default_rng(3), 6, ltrb)
+    op = BBoxPaste(ratio=ratio, paste_x=px, paste_y=py, ltrb=ltrb)
+    out = op.run_sample((boxes,), {}, None)
+    assert out.dtype == np.float32 and out.shape == boxes.shape
+    np.testing.assert_array_equal(out, ref_paste(boxes, ltrb, ratio, px, py))
+
+
+def test_bbox_paste_keeps_unit_boxes_inside_at_the_far_corner():
+    full = F([[0, 0, 1, 1]])
+    for ratio in (1.1, 3.0, 7.3):
+        out = BBoxPaste(ratio=ratio, paste_x=1.0, paste_y=1.0, ltrb=True).run_sample(
+            (full,), {}, None
+        )
+        assert out.max() <= 1.0 and out[0, 2] > 0.99
+
+
+def test_bbox_paste_per_sample_arguments_in_a_pipeline():
+    rng = np.random.default_rng(2)
+    boxes = [random_boxes(rng, k, False) for k in (2, 4, 0)]
+    ratio = [F(r) for r in (1.5, 2.0, 3.0)]
+    px = [F(p) for p in (0.0, 0.3, 1.0)]
+    (got,) = run_pipe(
+        dict(b=boxes, r=ratio, x=px),
+        lambda b, r, x: fn.bbox_paste(b, ratio=r, paste_x=x, paste_y=0.2),
+    )
+    for g, b, r, x in zip(got, boxes, ratio, px, strict=True):
+        np.testing.assert_array_equal(g, ref_paste(b, False, r, x, 0.2))
+
+
+def test_bbox_paste_errors():
+    with pytest.raises(ArgumentError, match="ratio=0.5 must be at least 1"):
+        BBoxPaste(ratio=0.5)
+    with pytest.raises(ArgumentError, match="ratio= is required"):
+        BBoxPaste().run_sample((np.zeros((1, 4), F),), {}, None)
+    with pytest.raises(ArgumentError, match="device='gpu'"):
+        BBoxPaste(ratio=2, device="gpu")

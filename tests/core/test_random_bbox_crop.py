@@ -1,0 +1,296 @@
+"""``fn.random_bbox_crop``: every window and its boxes checked against a numpy reference written
+here (filtering, remapping, overlap thresholds, aspect ratios, fixed windows), determinism
+across thread counts, and argument errors."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from dlpipe import ArgumentError, Pipeline, fn, ops
+
+F = np.float32
+THRESHOLDS = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9]
+
+
+def random_ltrb(rng, n, ndim=2):
+    lo = rng.uniform(0, 0.7, (n, ndim))
+    hi = lo + rng.uniform(0.05, 0.3, (n, ndim))
+    return np.concatenate([lo, np.minimum(hi, 1)], axis=1).astype(F)
+
+
+def batches(seed=0, batch=8, ndim=2):
+    rng = np.random.default_rng(seed)
+    boxes = [random_ltrb(rng, int(k), ndim) for k in rng.integers(1, 6, batch)]
+    labels = [np.arange(len(b), dtype=np.int32) + 10 for b in boxes]
+    return boxes, labels
+
+
+def run_crop(boxes, labels=None, iters=1, num_threads=2, seed=9, arg_sources=None, **kw):
+    """Per output, the samples of ``iters`` runs of random_bbox_crop over the same inputs."""
+    pipe = Pipeline(batch_size=len(boxes), num_threads=num_threads, device_id=None, seed=seed)
+    with pipe:
+        b = fn.external_source(source=lambda: boxes)
+        ins = [b] if labels is None else [b, fn.external_source(source=lambda: labels)]
+        args = {k: fn.external_source(source=lambda v=v: v) for k, v in (arg_sources or {}).items()}
+        outs = fn.random_bbox_crop(*ins, **kw, **args)
+        pipe.set_outputs(*outs)
+    got = None
+    for _ in range(iters):
+        tls = pipe.run()
+        got = got or [[] for _ in tls]
+        for g, tl in zip(got, tls, strict=True):
+            g += [np.array(tl.at(i)) for i in range(len(tl))]
+    pipe.close()
+    return got
+
+
+# --- the reference -----------------------------------------------------------------------------
+
+
+def ref_iou(crop_lo, crop_hi, box):
+    ndim = len(crop_lo)
+    lo = np.maximum(crop_lo, box[:ndim].astype(np.float64))
+    hi = np.minimum(crop_hi, box[ndim:].astype(np.float64))
+    if (hi <= lo).any():
+        return 0.0
+    inter = np.prod(hi - lo)
+    area_box = np.prod(box[ndim:].astype(np.float64) - box[:ndim])
+    return inter / (np.prod(crop_hi - crop_lo) + area_box - inter)
+
+
+def ref_kept(crop_lo, crop_hi, boxes, prune=None):
+    ndim = len(crop_lo)
+    keep = []
+    for i, b in enumerate(boxes.astype(np.float64)):
+        if prune is None:
+            c = (b[:ndim] + b[ndim:]) / 2
+            ok = (c >= crop_lo).all() and (c < crop_hi).all()
+        else:
+            lo, hi = np.maximum(crop_lo, b[:ndim]), np.minimum(crop_hi, b[ndim:])
+            inter = 0.0 if (hi <= lo).any() else np.prod(hi - lo)
+            ok = inter != 0 and inter / np.prod(b[ndim:] - b[:ndim]) >= prune - 1e-6
+        if ok:
+            keep.append(i)
+    return keep
+
+
+def ref_remap(crop_lo, crop_hi, box):
+    ndim = len(crop_lo)
+    ext = crop_hi - crop_lo
+    start = (np.maximum(crop_lo, box[:ndim]) - crop_lo) / ext
+    end = (np.minimum(crop_hi, box[ndim:]) - crop_lo) / ext
+    return np.clip(np.concatenate([start, end]), 0, 1)
+
+
+def check_sample(anchor, shape, boxes_in, boxes_out, scaling, ar, prune=None, indices=None):
+    crop_lo = anchor.astype(np.float64)
+    crop_hi = crop_lo + shape
+    assert anchor.dtype == F and shape.dtype == F and anchor.shape == shape.shape == (2,)
+    whole = np.allclose(anchor, 0) and np.allclose(shape, 1)
+    if not whole:
+        assert scaling[0] - 1e-6 <= shape.min() and shape.max() <= scaling[1] + 1e-6
+        assert ar[0] - 1e-5 <= shape[0] / shape[1] <= ar[1] + 1e-5
+        assert (crop_lo >= 0).all() and (crop_hi <= 1 + 1e-6).all()
+    keep = list(range(len(boxes_in))) if whole else ref_kept(crop_lo, crop_hi, boxes_in, prune)
+    if indices is not None:
+        assert indices.dtype == np.int32 and indices.tolist() == keep
+    assert boxes_out.dtype == F and boxes_out.shape == (len(keep), 4)
+    for i, k in enumerate(keep):
+        want = boxes_in[k] if whole else ref_remap(crop_lo, crop_hi, boxes_in[k])
+        np.testing.assert_allclose(boxes_out[i], want, atol=2e-6)
+    return keep, whole
+
+
+@pytest.mark.parametrize("prune", [None, 0.0, 0.4])
+def test_windows_and_boxes_match_the_reference(prune):
+    boxes, labels = batches(1)
+    scaling, ar = [0.3, 1.0], [0.5, 2.0]
+    anchor, shape, out, lab, idx = run_crop(
+        boxes,
+        labels,
+        iters=3,
+        aspect_ratio=ar,
+        thresholds=THRESHOLDS,
+        scaling=scaling,
+        bbox_layout="xyXY",
+        num_attempts=10,
+        output_bbox_indices=True,
+        bbox_prune_threshold=prune,
+    )
+    cropped = 0
+    for s in range(len(anchor)):
+        b = boxes[s % len(boxes)]
+        keep, whole = check_sample(anchor[s], shape[s], b, out[s], scaling, ar, prune, idx[s])
+        assert lab[s].dtype == np.int32 and lab[s].tolist() == [10 + k for k in keep]
+        cropped += not whole
+    assert cropped > 0  # some windows are real crops
+
+
+def test_every_box_meets_a_threshold():
+    rng = np.random.default_rng(2)
+    lo = rng.uniform(0, 0.4, (10, 2))
+    boxes = [np.concatenate([x, x + rng.uniform(0.4, 0.6, 2)])[None].astype(F) for x in lo]
+    anchor, shape, out = run_crop(
+        boxes, iters=3, thresholds=[0.3, 0.5], scaling=[0.3, 1.0], aspect_ratio=[0.5, 2],
+        allow_no_crop=False, num_attempts=20, total_num_attempts=20000,
+    )  # fmt: skip
+    for s in range(len(anchor)):
+        lo = anchor[s].astype(np.float64)
+        assert ref_iou(lo, lo + shape[s], boxes[s % 10][0]) >= 0.3 - 1e-6
+        assert len(out[s]) == 1
+
+
+def test_overlap_threshold_keeps_one_box_whole():
+    boxes, labels = batches(3)
+    anchor, shape, _, _ = run_crop(
+        boxes,
+        labels,
+        thresholds=[1.0],
+        threshold_type="overlap",
+        all_boxes_above_threshold=False,
+        scaling=[0.3, 1.0],
+        aspect_ratio=[0.5, 2],
+        allow_no_crop=False,
+        num_attempts=100,
+    )
+    for s, b in enumerate(boxes):
+        lo, hi = anchor[s], anchor[s] + shape[s]
+        inside = [(box[:2] >= lo).all() and (box[2:] <= hi + 1e-6).all() for box in b]
+        assert any(inside)
+
+
+def test_fixed_crop_shape_per_sample_and_empty_samples():
+    boxes, labels = batches(4, batch=4)
+    boxes[1] = np.zeros((0, 4), F)
+    labels[1] = np.zeros(0, np.int32)
+    input_shape = [
+        np.int32([400, 300]),
+        np.int32([600, 400]),
+        np.int32([640, 480]),
+        np.int32([80, 90]),
+    ]
+    crop = [200, 100]
+    anchor, shape, out, lab = run_crop(
+        boxes,
+        labels,
+        iters=2,
+        thresholds=[0.0, 0.1],
+        crop_shape=crop,
+        arg_sources={"input_shape": input_shape},
+    )
+    for s in range(len(anchor)):
+        ins = input_shape[s % 4].astype(np.float64)
+        assert shape[s].tolist() == crop  # absolute, float32
+        lo_rng = sorted((0.0, ins[0] - crop[0])), sorted((0.0, ins[1] - crop[1]))
+        for d in range(2):
+            assert lo_rng[d][0] <= anchor[s][d] <= lo_rng[d][1]
+            assert anchor[s][d] == int(anchor[s][d])
+        rel_lo = anchor[s] / ins
+        rel_hi = rel_lo + np.asarray(crop) / ins
+        keep = ref_kept(rel_lo, rel_hi, boxes[s % 4])
+        assert out[s].shape == (len(keep), 4)
+        for i, k in enumerate(keep):
+            np.testing.assert_allclose(out[s][i], ref_remap(rel_lo, rel_hi, boxes[s % 4][k]), 2e-6)
+    assert out[1].shape == (0, 4) and lab[1].shape == (0,)
+
+
+def test_fixed_aspect_ratio_in_pixels_with_input_shape():
+    boxes, _ = batches(5, batch=4)
+    ins = [np.int32([400 + 50 * i, 600 - 30 * i]) for i in range(4)]
+    for use_input in (False, True):
+        _, shape, _ = run_crop(
+            boxes,
+            aspect_ratio=(1.0, 1.0),
+            scaling=(0.5, 0.8),
+            thresholds=[0.0],
+            total_num_attempts=100,
+            allow_no_crop=False,
+            arg_sources={"input_shape": ins} if use_input else None,
+        )
+        for s, sh in enumerate(shape):
+            if use_input:
+                np.testing.assert_allclose(ins[s][0] * sh[0], ins[s][1] * sh[1], rtol=1e-6)
+            else:
+                np.testing.assert_allclose(sh[0], sh[1], rtol=1e-6)
+
+
+def test_xywh_and_3d_boxes():
+    boxes, _ = batches(6, batch=5)
+    xywh = [np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1).astype(F) for b in boxes]
+    kw = dict(thresholds=[0.1], scaling=[0.5, 1.0], aspect_ratio=[0.5, 2], num_attempts=20)
+    anchor, shape, out = run_crop(xywh, bbox_layout="xyWH", **kw)
+    for s, b in enumerate(boxes):
+        keep, whole = check_sample(
+            anchor[s], shape[s], b, _to_ltrb(out[s]), [0.5, 1.0], [0.5, 2], None
+        )
+    anchor, shape, out = run_crop(xywh, ltrb=False, **kw)  # the deprecated spelling
+    assert all(o.shape[1] == 4 for o in out)
+    boxes3, _ = batches(7, batch=4, ndim=3)
+    anchor, shape, out = run_crop(
+        boxes3, thresholds=[0.0], scaling=[0.5, 1.0], aspect_ratio=[0.5, 2.0], bbox_layout="xyzXYZ"
+    )
+    for s, b in enumerate(boxes3):
+        assert anchor[s].shape == (3,) and out[s].shape[1] == 6
+        lo, hi = anchor[s].astype(np.float64), anchor[s] + shape[s].astype(np.float64)
+        keep = list(range(len(b))) if np.allclose(shape[s], 1) else ref_kept(lo, hi, b)
+        assert len(out[s]) == len(keep)
+
+
+def _to_ltrb(xywh):
+    return np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
+
+
+def test_same_seed_same_windows_whatever_the_thread_count():
+    boxes, labels = batches(8, batch=12)
+    kw = dict(thresholds=THRESHOLDS, scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], num_attempts=5)
+    one = run_crop(boxes, labels, iters=2, num_threads=1, **kw)
+    four = run_crop(boxes, labels, iters=2, num_threads=4, **kw)
+    for a, b in zip(one, four, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    other = run_crop(boxes, labels, iters=2, seed=10, **kw)
+    assert any(not np.array_equal(x, y) for x, y in zip(one[0], other[0], strict=True))
+
+
+def test_impossible_threshold_warns_and_uses_the_best_window(caplog):
+    boxes = [np.array([[0.0, 0.0, 1.0, 1.0], [0.2, 0.2, 0.4, 0.4]], F)]
+    with caplog.at_level(logging.WARNING, logger="dlpipe.operators.random_bbox_crop"):
+        anchor, shape, out = run_crop(
+            boxes, thresholds=[1.0], allow_no_crop=False, total_num_attempts=7, scaling=[0.3, 0.9]
+        )
+    assert "attempted 7 times" in caplog.text
+    assert shape[0].max() <= 0.9 + 1e-6
+
+
+def test_legacy_class_and_argument_errors():
+    boxes, labels = batches(9, batch=2)
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None, seed=1)
+    with pipe:
+        b = fn.external_source(source=lambda: boxes)
+        outs = ops.RandomBBoxCrop(thresholds=[0.5], scaling=[0.5, 1])(b)
+        pipe.set_outputs(*outs)
+    assert len(pipe.run()) == 3
+    bad = [
+        (dict(ltrb=True, bbox_layout="xyXY"), "cannot be given together"),
+        (dict(crop_shape=[10, 10]), "crop_shape= needs input_shape="),
+        (dict(crop_shape=[1, 1], input_shape=[4, 4], allow_no_crop=True), "allow_no_crop=True"),
+        (dict(crop_shape=[1, 1], input_shape=[4, 4], scaling=[0.5, 1]), "scaling= is incompat"),
+        (dict(thresholds=[1.5]), r"1.5 is not in \[0, 1\]"),
+        (dict(aspect_ratio=[1, 2, 3]), "must have 2 values"),
+        (dict(scaling=[0.8, 0.2]), "0 <= min <= max"),
+        (dict(threshold_type="area"), "threshold_type='area'"),
+        (dict(num_attempts=0), "num_attempts=0"),
+        (dict(bbox_layout="xyXW"), "bbox_layout='xyXW' should be a permutation"),
+    ]
+    for kw, match in bad:
+        with pytest.raises(ArgumentError, match=match):
+            run_crop(boxes, **kw)
+    with pytest.raises(ArgumentError, match=r"box 0 .* out of bounds"):
+        run_crop([np.array([[0.5, 0.5, 1.2, 0.9]], F)])
+    with pytest.raises(ArgumentError, match=r"shape \(N, 4\) or \(N, 6\)"):
+        run_crop([np.zeros((2, 5), F)])
+    with pytest.raises(ArgumentError, match="2 labels for 3 bounding boxes"):
+        run_crop([random_ltrb(np.random.default_rng(0), 3)], [np.zeros(2, np.int32)])
