@@ -8,6 +8,8 @@ import struct
 
 import numpy as np
 
+from dlpipe import Pipeline, fn
+
 try:
     import soundfile
 except (ImportError, OSError):  # pragma: no cover - the fallback is tested with it present
@@ -126,3 +128,22 @@ def ref_resample(
         w = np.interp(i - pos, grid, table, left=0.0, right=0.0)
         out[j] = np.dot(w, x[i])
     return out
+
+
+def run(build, samples, layout=None, arg=None):
+    """Feed ``samples`` (one batch) through ``build(node[, arg_node])``: list of outputs (one
+    array per sample, or a tuple of lists for several outputs) and the first output's layout."""
+    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=None, seed=5)
+    with pipe:
+        x = fn.external_source(source=lambda: list(samples), layout=layout)
+        if arg is not None:
+            a = fn.external_source(source=lambda: list(arg))
+            out = build(x, a)
+        else:
+            out = build(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        pipe.set_outputs(*outs)
+    res = pipe.run()
+    pipe.close()
+    values = [[tl.at(i) for i in range(len(tl))] for tl in res]
+    return (values[0] if len(values) == 1 else tuple(values)), res[0].layout()
