@@ -76,7 +76,7 @@ class MFCC(Operator):
 
     schema = "mfcc"
     ops_name = "MFCC"
-    devices = ("cpu",)  # GPU: next commit
+    devices = ("cpu", "gpu")
 
     def setup(self, *, n_mfcc=20, dct_type=2, normalize: bool = False, axis=0, lifter=0.0):
         who = self.schema
@@ -124,6 +124,14 @@ class MFCC(Operator):
         return np.ascontiguousarray(np.moveaxis(out, 0, self.axis))
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.audio import mfcc_batch
+        """GPU: the DCT (and lifter) of the whole batch in one launch."""
+        from ..kernels.audio import axis_matmul_batch, contiguous
 
-        return mfcc_batch(self, inputs[0], stream=stream)
+        s = contiguous(inputs[0])
+        if not len(s):
+            return s
+        tables = [self.table_for(np.empty(shape, s.dtype)) for shape in s.shape_list()]
+        lifter = None
+        if self.lifter != 0:
+            lifter = lifter_coeffs(max(t.shape[0] for t in tables), self.lifter)
+        return axis_matmul_batch(s, self.axis, tables, lifter=lifter, stream=stream)

@@ -55,7 +55,7 @@ class PreemphasisFilter(Operator):
     """
 
     schema = "preemphasis_filter"
-    devices = ("cpu",)  # GPU: next commit
+    devices = ("cpu", "gpu")
     arg_inputs = frozenset({"preemph_coeff"})
 
     def setup(self, *, preemph_coeff=0.97, border: str = "clamp", dtype=DALIDataType.FLOAT):

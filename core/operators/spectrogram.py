@@ -79,7 +79,7 @@ class Spectrogram(Operator):
     """
 
     schema = "spectrogram"
-    devices = ("cpu",)  # GPU: next commit
+    devices = ("cpu", "gpu")
 
     def setup(
         self,
@@ -123,16 +123,20 @@ class Spectrogram(Operator):
     def output_layouts(self, input_layouts):
         return [self.layout]
 
-    def frame_indices(self, length: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """(indices, valid) of every window's samples, (windows, window_length); ``valid`` is
-        None when every index is inside the signal (or reflected into it)."""
-        who = self.schema
+    def nwindows(self, length: int) -> int:
+        """The number of windows of a signal of ``length`` samples (ArgumentError for none)."""
         nwin = num_windows(length, self.window_length, self.window_step, self.centered)
         if nwin <= 0 or length == 0:
             raise ArgumentError(
-                f"{who}: signal is too short ({length} samples) for window_length="
-                f"{self.window_length} without center_windows"
+                f"{self.schema}: signal is too short ({length} samples) for window_length="
+                f"{self.window_length}" + ("" if self.centered else " without center_windows")
             )
+        return nwin
+
+    def frame_indices(self, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """(indices, valid) of every window's samples, (windows, window_length); ``valid`` is
+        None when every index is inside the signal (or reflected into it)."""
+        nwin = self.nwindows(length)
         start = np.arange(nwin, dtype=np.int64) * self.window_step
         if self.centered:
             start -= self.window_length // 2
@@ -159,6 +163,25 @@ class Spectrogram(Operator):
         return np.ascontiguousarray(out.T) if self.layout == "ft" else out
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.audio import spectrogram_batch
+        """GPU: frames of the whole batch, one batched cuFFT, one launch writing the spectra."""
+        from ..kernels.audio import contiguous, spectrogram_batch
 
-        return spectrogram_batch(self, inputs[0], stream=stream)
+        s = contiguous(inputs[0])
+        if len(s) and s.dtype != np.float32:
+            raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")
+        nwins = []
+        for shape in s.shape_list():
+            length = signal_1d(np.empty(shape, np.bool_), self.schema).size
+            nwins.append(self.nwindows(length))
+        return spectrogram_batch(
+            s,
+            nwins,
+            self.window,
+            self.nfft,
+            self.window_step,
+            self.window_length // 2 if self.centered else 0,
+            "reflect" if self.reflect else ("zero" if self.centered else "none"),
+            self.power,
+            self.layout == "tf",
+            stream=stream,
+        )

@@ -46,7 +46,7 @@ class ToDecibels(Operator):
     """
 
     schema = "to_decibels"
-    devices = ("cpu",)  # GPU: next commit
+    devices = ("cpu", "gpu")
 
     def setup(self, *, multiplier=10.0, reference=None, cutoff_db=-200.0) -> None:
         who = self.schema
@@ -82,6 +82,11 @@ class ToDecibels(Operator):
             return (self.mul_log2 * np.log2(ratio)).astype(np.float32)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.audio import to_decibels_batch
+        """GPU: per-sample maxima (when no reference) and the map, one launch each."""
+        from ..kernels.audio import contiguous, to_decibels_batch
 
-        return to_decibels_batch(self, inputs[0], stream=stream)
+        s = contiguous(inputs[0])
+        if len(s) and s.dtype != np.float32:
+            raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")
+        inv = None if self.reference is None else self.inv_reference(np.zeros(0, np.float32))
+        return to_decibels_batch(s, inv, self.mul_log2, self.min_ratio, stream=stream)
