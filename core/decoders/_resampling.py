@@ -74,15 +74,20 @@ class ResamplingWindow:
         self.lookup[1 : coeffs + 1] = (sinc.astype(np.float64) * hann).astype(np.float32)
         self.center = np.float32(center + 1)
         self.scale = np.float32(1.0) / scale
+        self._diff = np.append(np.diff(self.lookup), np.float32(0))  # lookup[i + 1] - lookup[i]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The window at float32 offsets ``x`` (|x| <= lobes), linearly interpolated."""
-        fi = x * self.scale + self.center
+        """The window at float32 offsets ``x`` (|x| <= lobes), linearly interpolated: with
+        ``fi = x * scale + center`` (>= 1), ``lookup[i] + (fi - i) * (lookup[i + 1] -
+        lookup[i])`` for ``i = trunc(fi)``, all in float32 as DALI's vector path."""
+        fi = x * self.scale
+        fi += self.center
         fl = np.floor(fi)
-        di = fi - fl
-        i = fl.astype(np.int64)
-        lo = self.lookup[i]
-        return lo + di * (self.lookup[i + 1] - lo)
+        i = fl.astype(np.int64)  # int64: numpy gathers with it fastest
+        fi -= fl  # the fraction
+        fi *= self._diff.take(i)
+        fi += self.lookup.take(i)
+        return fi
 
 
 @functools.cache
@@ -135,15 +140,22 @@ def resample(
         return out
     win = window(lobes)
     base, frac = input_positions(out_length, in_rate, out_rate)
-    taps = np.arange(-lobes, lobes, dtype=np.int64)
+    taps = np.arange(-lobes, lobes, dtype=np.float32)
+    # Zeros around the signal stand for DALI's clamping of the taps to the signal; each
+    # output's taps are then one contiguous row of a sliding window over the padded signal.
     flat = x.reshape(n_in, -1)
+    pad = lobes + 1
+    padded = np.zeros((n_in + 2 * pad + 2 * lobes, flat.shape[1]), np.float32)
+    padded[pad : pad + n_in] = flat
+    rows = np.lib.stride_tricks.sliding_window_view(padded, 2 * lobes, axis=0)  # (m, c, taps)
+    res = out.reshape(out_length, -1)
     for s in range(0, out_length, chunk):
         b, f = base[s : s + chunk], frac[s : s + chunk]
-        rel = np.ceil(f).astype(np.int64)[:, None] + taps  # taps relative to the block base
-        idx = b[:, None] + rel
-        valid = (idx >= 0) & (idx < n_in)
-        w = win(rel.astype(np.float32) - f[:, None])
-        w[~valid] = 0
-        src = flat[np.clip(idx, 0, n_in - 1)]  # (n, taps, channels)
-        out.reshape(out_length, -1)[s : s + chunk] = np.einsum("nt,ntc->nc", w, src)
+        first = np.ceil(f)
+        start = b + first.astype(np.int64) - lobes + pad
+        inside = (start >= 0) & (start < rows.shape[0])  # only far past the end (out_length)
+        w = win((first - f)[:, None] + taps)  # float32 offsets i - pos, as DALI computes them
+        src = rows[np.where(inside, start, 0)]
+        src[~inside] = 0
+        res[s : s + chunk] = np.einsum("nct,nt->nc", src, w)
     return out
