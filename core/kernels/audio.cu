@@ -203,3 +203,63 @@ __global__ void resample(const ResampleDesc *__restrict__ descs, const float *__
     }
   }
 }
+
+// ---- nonsilent_region ---------------------------------------------------------------------------
+
+struct NsDesc {
+  long long in_ptr, n, offset, window;  // offset: the sample's start in the flat buffers
+};
+
+// Squares of every sample into one flat buffer (Acc: long long for <= 16-bit integers, exact;
+// double otherwise), for one cumulative sum over the whole batch.
+template <typename Tin, typename Acc>
+__global__ void squares(const NsDesc *__restrict__ descs, Acc *__restrict__ flat) {
+  const NsDesc d = descs[blockIdx.z];
+  const Tin *in = reinterpret_cast<const Tin *>(d.in_ptr);
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < d.n;
+       i += (long long)gridDim.x * blockDim.x) {
+    Acc v = (Acc)in[i];
+    flat[d.offset + i] = v * v;
+  }
+}
+
+// The short-term power mms[i] = (sum of window squares) * (1 / window), float32, from the
+// batch's running sum `cs`, and each sample's maximum (float bits, atomicMax).
+template <typename Acc>
+__global__ void moving_mean_square(const NsDesc *__restrict__ descs, const Acc *__restrict__ cs,
+                                   float *__restrict__ mms, unsigned int *maxbits) {
+  const NsDesc d = descs[blockIdx.z];
+  long long count = d.n > 0 ? d.n - d.window + 1 : 0;
+  float inv_w = 1.f / (float)d.window;
+  float m = 0.f;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long k = d.offset + i;
+    Acc hi = cs[k + d.window - 1];
+    Acc lo = k > 0 ? cs[k - 1] : Acc(0);
+    float v = (float)(hi - lo) * inv_w;
+    mms[k] = v;
+    m = fmaxf(m, v);
+  }
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(maxbits + blockIdx.z, __float_as_uint(m));
+}
+
+// First and last window whose power reaches the threshold: reference (the maximum when
+// ref[s] < 0) times factor[s] = 10^(cutoff_db / 10).
+__global__ void loud_windows(const NsDesc *__restrict__ descs, const float *__restrict__ mms,
+                             const unsigned int *__restrict__ maxbits,
+                             const float *__restrict__ ref, const float *__restrict__ factor,
+                             int *first, int *last) {
+  const NsDesc d = descs[blockIdx.z];
+  long long count = d.n > 0 ? d.n - d.window + 1 : 0;
+  float r = ref[blockIdx.z] < 0.f ? __uint_as_float(maxbits[blockIdx.z]) : ref[blockIdx.z];
+  float thr = r * factor[blockIdx.z];
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    if (mms[d.offset + i] >= thr) {
+      atomicMin(first + blockIdx.z, (int)i);
+      atomicMax(last + blockIdx.z, (int)i);
+    }
+  }
+}

@@ -314,3 +314,57 @@ def resample_batch(
     )
     k((_blocks(max(int(out_lengths.max()), 1)), 1, n), (_BLOCK, 1, 1), args, stream=stream)
     return out
+
+
+# --- nonsilent_region ------------------------------------------------------------------------
+
+NS_DESC = np.dtype([(f, "<i8") for f in ("in_ptr", "n", "offset", "window")])
+
+
+@stream_scoped
+def nonsilent_region_batch(inputs, windows, references, factors, stream=None):
+    """(begin, length) of the non-silent region of every 1-D sample, as two int32 (N,) arrays
+    on the device: squares into one buffer, one running sum over the whole batch (int64 for
+    integers of up to 16 bits, exact; float64 otherwise), the float32 short-term powers and
+    their per-sample maxima, then the first and last loud window.
+
+    Args:
+        inputs: the batch of 1-D signals.
+        windows: the window length of each sample (``min(window_length, length)``, >= 1).
+        references: the reference power per sample, or -1 for the sample's maximum.
+        factors: ``10 ** (cutoff_db / 10)`` per sample (float32).
+    """
+    import cupy
+
+    s = contiguous(inputs)
+    n = len(s)
+    if n == 0:
+        return cupy.zeros(0, np.int32), cupy.zeros(0, np.int32)
+    lengths = s.shapes[:, 0] if s.shapes.shape[1] else np.ones(n, np.int64)
+    exact = s.dtype.kind in "iu" and s.dtype.itemsize <= 2
+    acc, acc_c = (np.int64, "long long") if exact else (np.float64, "double")
+    d = np.zeros(n, NS_DESC)
+    d["in_ptr"], d["n"], d["window"] = s.ptrs.view(np.int64), lengths, windows
+    d["offset"][1:] = np.cumsum(lengths)[:-1]
+    total = max(int(lengths.sum()), 1)
+    dev = upload(d, stream)
+    grid, block = (_blocks(lengths.max()), 1, n), (_BLOCK, 1, 1)
+    flat = cupy.empty(total, acc)
+    k = get_function("audio.cu", f"squares<{ctype(s.dtype)}, {acc_c}>", s.device_id)
+    k(grid, block, (dev, flat), stream=stream)
+    cs = cupy.cumsum(flat)
+    mms = cupy.empty(total, np.float32)
+    maxbits = cupy.zeros(n, np.uint32)
+    k = get_function("audio.cu", f"moving_mean_square<{acc_c}>", s.device_id)
+    k(grid, block, (dev, cs, mms, maxbits), stream=stream)
+    params = np.stack([np.asarray(references, np.float32), np.asarray(factors, np.float32)])
+    p = upload(params, stream)
+    first = cupy.full(n, np.iinfo(np.int32).max, np.int32)
+    last = cupy.full(n, -1, np.int32)
+    k = get_function("audio.cu", "loud_windows", s.device_id)
+    k(grid, block, (dev, mms, maxbits, p[0], p[1], first, last), stream=stream)
+    found = last >= 0
+    w = cupy.asarray(np.asarray(windows, np.int32))
+    begin = cupy.where(found, first, 0).astype(np.int32)
+    length = cupy.where(found, last - first + w, 0).astype(np.int32)
+    return begin, length

@@ -52,3 +52,4 @@ def test_descriptor_layouts_match_the_cuda_structs():
     assert kaudio.PREEMPH_DESC.itemsize == 32 and kaudio.FRAMES_DESC.itemsize == 32
     assert kaudio.AXIS_DESC.itemsize == 56 and kaudio.RESAMPLE_DESC.itemsize == 48
     assert kaudio.RESAMPLE_DESC.names[-1] == "scale" and kaudio.FLAT_DESC.itemsize == 24
+    assert kaudio.NS_DESC.itemsize == 32

@@ -159,3 +159,38 @@ def test_chain_like_jasper():
 
     g, c = run_both(chain, signals((16000, 9000, 12345)))
     check(g, c, atol=2e-3, rtol=1e-4)
+
+
+def run_both_multi(build, samples, arg=None):
+    """Like ``run_both`` for operators with several outputs: (gpu outputs, cpu outputs)."""
+    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(samples))
+        extra = () if arg is None else (fn.external_source(source=lambda: list(arg)),)
+        g, c = build(x.gpu(), *extra), build(x, *extra)
+        pipe.set_outputs(*g, *c)
+    out = pipe.run()
+    pipe.close()
+    return out[: len(g)], out[len(g) :]
+
+
+def test_nonsilent_region():
+    rng = np.random.default_rng(7)
+    xs = []
+    for n, lead, tail in ((3000, 700, 900), (5000, 0, 2500), (800, 300, 300), (400, 400, 0)):
+        x = np.zeros(n, np.float32)
+        x[lead : n - tail] = rng.normal(0, 0.3, n - lead - tail)
+        xs.append(x)
+    i16 = [(x * 20000).astype(np.int16) for x in xs]
+    refs = [np.float32(v) for v in (1e5, 1e6, 1e4, 1e7)]
+    cases = [
+        (lambda x: fn.nonsilent_region(x, window_length=256), xs, None),
+        (lambda x: fn.nonsilent_region(x, window_length=64, cutoff_db=-20.0), xs, None),
+        (lambda x, r: fn.nonsilent_region(x, window_length=128, reference_power=r), i16, refs),
+    ]
+    for build, data, arg in cases:
+        gs, cs = run_both_multi(build, data, arg)
+        for g, c in zip(gs, cs, strict=True):
+            g = g.as_cpu()
+            assert [g.at(i).tolist() for i in range(4)] == [c.at(i).tolist() for i in range(4)]
+            assert g.at(0).dtype == np.int32 and g.at(0).shape == ()
