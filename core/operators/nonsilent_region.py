@@ -1,0 +1,161 @@
+"""``fn.nonsilent_region``: where the sound is, as (begin, length) of a 1-D signal (DALI's
+``NonsilentRegion``, ``dali/operators/audio/nonsilence_op.h``).
+
+The short-term power ``mms[i]`` is the mean of ``x[i : i + W]**2`` (``W = min(window_length,
+length)``; ``length - W + 1`` windows). With ``reference_power`` R (default: ``max(mms)``) the
+threshold is ``R * 10 ** (cutoff_db / 10)``; ``begin`` is the first window with
+``mms >= threshold`` and ``length`` reaches the end of the last such window
+(``last - begin + W``). A silent signal gives (0, 0). Both outputs are int32 scalars (on the
+GPU for ``device="gpu"``, as DALI's GPU operator since 1.16).
+
+Integers of up to 16 bits are squared and summed exactly (int64, as DALI); other types are
+summed in float64 here, where DALI sums in float32 restarting every ``reset_interval`` samples,
+so a window within float32 rounding of the threshold may be judged differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ._audio_args import float_arg, int_arg, per_sample_float
+
+__all__ = ["NonsilentRegion", "moving_mean_square", "nonsilent_region"]
+
+_TYPES = tuple(
+    np.dtype(t)
+    for t in (
+        np.uint8,
+        np.int8,
+        np.uint16,
+        np.int16,
+        np.uint32,
+        np.int32,
+        np.uint64,
+        np.int64,
+        np.float32,
+    )
+)
+
+
+def moving_mean_square(x: np.ndarray, window: int) -> np.ndarray:
+    """float32 means of the squares of every ``window`` consecutive samples."""
+    exact = x.dtype.kind in "iu" and x.dtype.itemsize <= 2
+    sq = x.astype(np.int64) ** 2 if exact else x.astype(np.float64) ** 2
+    csum = np.concatenate([np.zeros(1, sq.dtype), np.cumsum(sq)])
+    sums = csum[window:] - csum[:-window]
+    return (sums.astype(np.float32) * np.float32(1.0 / window)).astype(np.float32)
+
+
+def nonsilent_region(
+    x: np.ndarray, cutoff_db: float, window_length: int, reference_power: float | None
+) -> tuple[int, int]:
+    """(begin, length) of the non-silent region of 1-D ``x``."""
+    if x.size == 0:
+        return 0, 0
+    w = min(window_length, x.size)
+    mms = moving_mean_square(x, w)
+    ref = np.float32(mms.max()) if reference_power is None else np.float32(reference_power)
+    threshold = ref * np.float32(10) ** (np.float32(cutoff_db) * np.float32(0.1))
+    above = np.flatnonzero(mms >= threshold)
+    if above.size == 0:
+        return 0, 0
+    begin, last = int(above[0]), int(above[-1])
+    return begin, last - begin + w
+
+
+@register(legacy=("NonsilentRegion",))
+class NonsilentRegion(Operator):
+    """Finds the leading and trailing silence of a 1-D audio signal.
+
+    Args:
+        cutoff_db: the threshold, dB below the reference, under which the signal is silent
+            (default -60); per-sample argument input allowed.
+        window_length: samples per short-term power window (default 2048).
+        reference_power: the 0 dB power (default: the maximum short-term power of the
+            sample); per-sample argument input allowed; must be > 0.
+        reset_interval: DALI restarts its float running sum every this many samples (default
+            8192; -1: never). Must be a multiple of ``window_length`` for float input.
+
+    Returns:
+        (begin, length): int32 scalars; slice the audio with them
+        (``fn.slice(audio, begin, length, axes=[0])``).
+
+    Example:
+        >>> begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+    """
+
+    schema = "nonsilent_region"
+    devices = ("cpu", "gpu")
+    num_outputs = 2
+    arg_inputs = frozenset({"cutoff_db", "reference_power"})
+
+    def setup(
+        self, *, cutoff_db=-60.0, window_length=2048, reference_power=None, reset_interval=8192
+    ):
+        who = self.schema
+        self.cutoff_db = float_arg(cutoff_db, "cutoff_db", who)
+        self.window_length = int_arg(window_length, "window_length", who, 1)
+        self.reference_power = (
+            None if reference_power is None else self._check_ref(reference_power, who)
+        )
+        self.reset_interval = int_arg(reset_interval, "reset_interval", who)
+        self._ref_given = reference_power is not None
+
+    @staticmethod
+    def _check_ref(value, who: str) -> float:
+        v = float_arg(value, "reference_power", who)
+        if v <= 0:
+            raise ArgumentError(f"{who}: reference_power={value!r} has to be positive")
+        return v
+
+    def output_layouts(self, input_layouts):
+        return ["", ""]
+
+    def _check_input(self, ndim: int, dtype: np.dtype) -> None:
+        who = self.schema
+        if ndim != 1:
+            raise ArgumentError(f"{who}: the input must be 1-D audio, got {ndim} dimensions")
+        if dtype not in _TYPES:
+            raise ArgumentError(f"{who}: unsupported input type {dtype}")
+        if dtype.kind == "f" and self.reset_interval != -1:
+            if self.reset_interval % self.window_length:
+                raise ArgumentError(
+                    f"{who}: reset_interval={self.reset_interval} shall be a multiple of "
+                    f"window_length={self.window_length}"
+                )
+
+    def _sample_args(self, args: dict) -> tuple[float, float | None]:
+        who = self.schema
+        cutoff = per_sample_float(args, "cutoff_db", self.cutoff_db, who)
+        ref = self.reference_power
+        if "reference_power" in args:
+            ref = self._check_ref(per_sample_float(args, "reference_power", 0.0, who), who)
+        return cutoff, ref
+
+    def run_sample(self, inputs, args, param):
+        x = inputs[0]
+        self._check_input(x.ndim, x.dtype)
+        cutoff, ref = self._sample_args(args)
+        begin, length = nonsilent_region(x, cutoff, self.window_length, ref)
+        return np.array(begin, np.int32), np.array(length, np.int32)
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU (DALI has one since 1.16): the whole batch in four launches; outputs are
+        int32 scalars on the GPU."""
+        from ..kernels.audio import contiguous, nonsilent_region_batch
+
+        s = contiguous(inputs[0])
+        n = len(s)
+        if n:
+            self._check_input(s.shapes.shape[1], s.dtype)
+        vals = {k: list(v) for k, v in args.items()}
+        refs, factors = [], []
+        for i in range(n):
+            cutoff, ref = self._sample_args({k: v[i] for k, v in vals.items()})
+            refs.append(-1.0 if ref is None else ref)
+            factors.append(np.float32(10) ** (np.float32(cutoff) * np.float32(0.1)))
+        lengths = s.shapes[:, 0] if n else np.zeros(0, np.int64)
+        windows = np.maximum(np.minimum(self.window_length, lengths), 1)
+        return nonsilent_region_batch(s, windows, refs, factors, stream=stream)

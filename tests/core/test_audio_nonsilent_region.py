@@ -1,0 +1,81 @@
+"""``fn.nonsilent_region`` against a loop over windows written here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from audio_data import run, speech_like
+
+from dlpipe import Pipeline, fn
+from dlpipe.errors import ArgumentError
+
+
+def ref_region(x, cutoff_db=-60.0, window=2048, reference=None):
+    x = np.asarray(x, np.float64)
+    w = min(window, len(x))
+    power = np.array([np.mean(x[i : i + w] ** 2) for i in range(len(x) - w + 1)])
+    ref = power.max() if reference is None else reference
+    loud = np.flatnonzero(power >= ref * 10 ** (cutoff_db / 10))
+    if loud.size == 0:
+        return 0, 0
+    return int(loud[0]), int(loud[-1] - loud[0] + w)
+
+
+def test_silence_at_both_ends():
+    xs = [
+        speech_like(3000, 16000, 1, silence=2000).astype(np.float32),
+        np.concatenate([np.zeros(500), speech_like(1000, 8000, 2), np.zeros(3000)]).astype(
+            np.float32
+        ),
+        (speech_like(2500, 16000, 3, silence=700) * 30000).astype(np.int16),
+    ]
+    for kw in (dict(window_length=256), dict(window_length=128, cutoff_db=-20.0)):
+        (begin, length), _ = run(lambda a, kw=kw: fn.nonsilent_region(a, **kw), xs)
+        for x, b, n in zip(xs, begin, length, strict=True):
+            assert b.dtype == np.int32 and b.shape == () and n.shape == ()
+            assert (int(b), int(n)) == ref_region(
+                x, kw.get("cutoff_db", -60.0), kw["window_length"]
+            )
+    # the default window (2048) is longer than the 2000-sample silence: the region starts at 0
+    (begin, length), _ = run(lambda a: fn.nonsilent_region(a), xs[:1])
+    assert (int(begin[0]), int(length[0])) == ref_region(xs[0]) == (0, 7000)
+
+
+def test_reference_power_and_per_sample_cutoff():
+    x = speech_like(2000, 16000, 4, silence=1000).astype(np.float32)
+    x[1000:1200] *= 0.001  # a quiet start of the sound
+    cut = [np.float32(-30.0), np.float32(-80.0)]
+    (begin, length), _ = run(
+        lambda a, c: fn.nonsilent_region(a, cutoff_db=c, window_length=64), [x, x], arg=cut
+    )
+    for c, b, n in zip(cut, begin, length, strict=True):
+        assert (int(b), int(n)) == ref_region(x, float(c), 64)
+    assert int(begin[0]) > int(begin[1])
+    (begin, length), _ = run(
+        lambda a: fn.nonsilent_region(a, window_length=64, reference_power=0.01, cutoff_db=-10), [x]
+    )
+    assert (int(begin[0]), int(length[0])) == ref_region(x, -10, 64, reference=0.01)
+
+
+def test_all_silent_and_short():
+    zeros = np.zeros(300, np.float32)
+    (begin, length), _ = run(lambda a: fn.nonsilent_region(a, reference_power=1.0), [zeros])
+    assert (int(begin[0]), int(length[0])) == (0, 0)
+    short = np.array([0, 0.5, 0], np.float32)  # shorter than the window: one window of 3
+    (begin, length), _ = run(lambda a: fn.nonsilent_region(a), [short])
+    assert (int(begin[0]), int(length[0])) == (0, 3)
+
+
+def test_errors():
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        x = fn.external_source(source=lambda: [np.zeros(3, np.float32)])
+        with pytest.raises(ArgumentError, match="reference_power=-1"):
+            fn.nonsilent_region(x, reference_power=-1)
+    with pytest.raises(Exception, match="reset_interval=1000"):
+        run(
+            lambda a: fn.nonsilent_region(a, window_length=300, reset_interval=1000),
+            [np.ones(900, np.float32)],
+        )
+    with pytest.raises(Exception, match="1-D"):
+        run(lambda a: fn.nonsilent_region(a), [np.ones((10, 2), np.float32)])

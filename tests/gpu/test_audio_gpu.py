@@ -1,0 +1,196 @@
+"""The speech operators on the GPU against the same operators on the CPU (random and generated
+signals, variable lengths in a batch): values, dtypes, shapes, layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe import Pipeline, fn, types  # noqa: E402
+
+
+def signals(lengths=(900, 1733, 2400, 640), seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in lengths:
+        t = np.arange(n) / 16000
+        x = 0.4 * np.sin(2 * np.pi * rng.uniform(100, 3000) * t) + rng.normal(0, 0.05, n)
+        out.append(np.clip(x, -1, 1).astype(dtype))
+    return out
+
+
+def run_both(build, samples, layout=None, arg=None):
+    """``build(node[, arg])`` on the GPU copy and on the CPU input: (gpu, cpu) TensorLists."""
+    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(samples), layout=layout)
+        extra = () if arg is None else (fn.external_source(source=lambda: list(arg)),)
+        pipe.set_outputs(build(x.gpu(), *extra), build(x, *extra))
+    g, c = pipe.run()
+    pipe.close()
+    return g, c
+
+
+def check(g, c, atol=1e-5, rtol=1e-5, scale_by_max=False):
+    assert g.layout() == c.layout()
+    g = g.as_cpu()
+    assert len(g) == len(c)
+    for i in range(len(c)):
+        a, b = g.at(i), c.at(i)
+        assert a.shape == b.shape and a.dtype == b.dtype, (i, a.shape, b.shape, a.dtype, b.dtype)
+        tol = atol * max(1.0, float(np.abs(b).max())) if scale_by_max else atol
+        np.testing.assert_allclose(a.astype(np.float64), b, rtol=rtol, atol=tol)
+
+
+@pytest.mark.parametrize("border", ["zero", "clamp", "reflect"])
+def test_preemphasis(border):
+    xs = signals()
+    g, c = run_both(lambda x: fn.preemphasis_filter(x, border=border), xs)
+    check(g, c)
+    i16 = [(x * 30000).astype(np.int16) for x in xs]
+    coeffs = [np.float32(v) for v in (0.5, 0.0, 0.97, 0.9)]
+    g, c = run_both(
+        lambda x, k: fn.preemphasis_filter(x, preemph_coeff=k, dtype=types.INT16, border=border),
+        i16,
+        arg=coeffs,
+    )
+    check(g, c, atol=1, rtol=0)  # halves round to even on the GPU, away from zero on the CPU
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(nfft=512, window_length=400, window_step=160),
+        dict(nfft=256, window_length=256, window_step=100, layout="tf", power=1),
+        dict(window_length=300, window_step=128, center_windows=False),
+        dict(window_length=300, window_step=128, reflect_padding=False),
+        dict(nfft=64, window_length=64, window_step=16, window_fn=list(np.hamming(64))),
+    ],
+)
+def test_spectrogram(kw):
+    g, c = run_both(lambda x: fn.spectrogram(x, **kw), signals())
+    check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+
+
+@pytest.mark.parametrize(
+    "kw,layout",
+    [
+        (dict(sample_rate=16000, nfilter=64), "ft"),
+        (dict(sample_rate=16000, nfilter=40, normalize=False, mel_formula="htk"), "tf"),
+        (dict(sample_rate=8000, nfilter=20, freq_low=100, freq_high=3000), None),
+    ],
+)
+def test_mel_filter_bank(kw, layout):
+    rng = np.random.default_rng(4)
+    specs = [rng.random((257, t)).astype(np.float32) for t in (5, 17, 1, 40)]
+    if layout == "tf":
+        specs = [s.T.copy() for s in specs]
+    g, c = run_both(lambda x: fn.mel_filter_bank(x, **kw), specs, layout=layout)
+    check(g, c, atol=1e-5, rtol=1e-4, scale_by_max=True)
+
+
+def test_to_decibels():
+    rng = np.random.default_rng(5)
+    xs = [rng.random((30, t)).astype(np.float32) * 7 for t in (3, 50, 11)] + [
+        np.zeros((4, 4), np.float32)
+    ]
+    for kw in (dict(), dict(cutoff_db=-80), dict(multiplier=np.log(10), reference=1.0)):
+        g, c = run_both(lambda x, kw=kw: fn.to_decibels(x, **kw), xs, layout="ft")
+        check(g, c, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(n_mfcc=13),
+        dict(n_mfcc=20, dct_type=3, normalize=True, lifter=22.0),
+        dict(n_mfcc=8, dct_type=1, axis=1),
+        dict(n_mfcc=100, dct_type=4, normalize=True),
+    ],
+)
+def test_mfcc(kw):
+    rng = np.random.default_rng(6)
+    xs = [rng.normal(size=(40, t)).astype(np.float32) for t in (7, 30, 2)]
+    g, c = run_both(lambda x: fn.mfcc(x, **kw), xs, layout="ft")
+    check(g, c, atol=1e-4, rtol=1e-4, scale_by_max=True)
+
+
+@pytest.mark.parametrize(
+    "kw,dtype",
+    [
+        (dict(scale=0.5), np.float32),
+        (dict(in_rate=16000, out_rate=22050, quality=100), np.float32),
+        (dict(out_length=1000, dtype=types.INT16), np.float32),
+        (dict(scale=1.25, dtype=types.UINT8), np.float32),
+        (dict(scale=0.75), np.int16),
+        (dict(scale=0.75, dtype=types.FLOAT), np.uint8),
+    ],
+)
+def test_audio_resample(kw, dtype):
+    xs = signals()
+    if dtype == np.int16:
+        xs = [(x * 30000).astype(np.int16) for x in xs]
+    elif dtype == np.uint8:
+        xs = [((x + 1) * 127).astype(np.uint8) for x in xs]
+    g, c = run_both(lambda x: fn.audio_resample(x, **kw), xs)
+    out_int = np.dtype(c.at(0).dtype).kind in "iu"
+    # GPU positions are float64 per output, the CPU's float32 per block of 256: ~1e-4 apart
+    check(g, c, atol=2 if out_int else 5e-4, rtol=0)
+
+
+def test_audio_resample_channels_and_per_sample_scale():
+    xs = [np.stack([x, -0.5 * x], 1) for x in signals((500, 800, 1200))]
+    scales = [np.float32(v) for v in (0.5, 1.7, 1.0)]
+    g, c = run_both(lambda x, s: fn.audio_resample(x, scale=s), xs, layout="TC", arg=scales)
+    check(g, c, atol=5e-4, rtol=0)
+
+
+def test_chain_like_jasper():
+    """preemphasis -> spectrogram -> mel -> log, all on the GPU, against the CPU chain."""
+
+    def chain(x):
+        x = fn.preemphasis_filter(x, preemph_coeff=0.97)
+        s = fn.spectrogram(x, nfft=512, window_length=320, window_step=160)
+        m = fn.mel_filter_bank(s, sample_rate=16000, nfilter=64, normalize=True)
+        return fn.to_decibels(m, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(1e-20))
+
+    g, c = run_both(chain, signals((16000, 9000, 12345)))
+    check(g, c, atol=2e-3, rtol=1e-4)
+
+
+def run_both_multi(build, samples, arg=None):
+    """Like ``run_both`` for operators with several outputs: (gpu outputs, cpu outputs)."""
+    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(samples))
+        extra = () if arg is None else (fn.external_source(source=lambda: list(arg)),)
+        g, c = build(x.gpu(), *extra), build(x, *extra)
+        pipe.set_outputs(*g, *c)
+    out = pipe.run()
+    pipe.close()
+    return out[: len(g)], out[len(g) :]
+
+
+def test_nonsilent_region():
+    rng = np.random.default_rng(7)
+    xs = []
+    for n, lead, tail in ((3000, 700, 900), (5000, 0, 2500), (800, 300, 300), (400, 400, 0)):
+        x = np.zeros(n, np.float32)
+        x[lead : n - tail] = rng.normal(0, 0.3, n - lead - tail)
+        xs.append(x)
+    i16 = [(x * 20000).astype(np.int16) for x in xs]
+    refs = [np.float32(v) for v in (1e5, 1e6, 1e4, 1e7)]
+    cases = [
+        (lambda x: fn.nonsilent_region(x, window_length=256), xs, None),
+        (lambda x: fn.nonsilent_region(x, window_length=64, cutoff_db=-20.0), xs, None),
+        (lambda x, r: fn.nonsilent_region(x, window_length=128, reference_power=r), i16, refs),
+    ]
+    for build, data, arg in cases:
+        gs, cs = run_both_multi(build, data, arg)
+        for g, c in zip(gs, cs, strict=True):
+            g = g.as_cpu()
+            assert [g.at(i).tolist() for i in range(4)] == [c.at(i).tolist() for i in range(4)]
+            assert g.at(0).dtype == np.int32 and g.at(0).shape == ()
