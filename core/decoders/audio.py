@@ -12,34 +12,23 @@ Outputs, per sample:
 * the sample rate: a float32 scalar (shape ()), the file's rate, or ``sample_rate`` when given.
 
 Decoding uses ``soundfile`` (libsndfile, as DALI does) when installed; PCM/float WAV decodes
-without it (see ``_audio_io.py``).
+without it (see ``_audio/io.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .._audio.io import downmix, open_audio, to_output_type
+from .._audio.resampling import check_quality, lobes_from_quality, resample
+from .._dtype import parse_dtype
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..operators.cast import parse_dtype
 from ..types import DALIDataType
-from ._audio_io import downmix, open_audio, to_output_type
-from ._resampling import lobes_from_quality, resample
 
 __all__ = ["AudioDecoder", "check_quality", "decode_audio"]
 
 AUDIO_DTYPES = (np.int16, np.int32, np.float32)
-
-
-def check_quality(quality, who: str) -> float:
-    """``quality`` as a float in [0, 100], or ArgumentError naming it."""
-    try:
-        q = float(quality)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"{who}: quality={quality!r} must be a number in [0, 100]") from None
-    if not 0 <= q <= 100:
-        raise ArgumentError(f"{who}: quality={quality!r} must be in [0, 100]")
-    return q
 
 
 def decode_audio(
@@ -51,7 +40,7 @@ def decode_audio(
     offset: int = 0,
     frames: int = -1,
 ) -> np.ndarray:
-    """Decode an opened :class:`~dlpipe.decoders._audio_io.AudioFile` the way DALI's
+    """Decode an opened :class:`~dlpipe._audio.io.AudioFile` the way DALI's
     ``DecodeAudio`` does.
 
     Args:

@@ -1,6 +1,6 @@
 """``fn.audio_resample`` (and its legacy alias ``fn.experimental.audio_resample``): resampling
 with DALI's windowed sinc (``dali/operators/audio/resample.*``; the filter is described in
-``decoders/_resampling.py``).
+``_audio/resampling.py``).
 
 The ratio comes from exactly one of: ``in_rate`` and ``out_rate`` together, ``scale`` (output
 rate over input rate), or ``out_length`` (the output length; the ratio is out/in length). All
@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decoders._audio_io import to_output_type
-from ..decoders._resampling import lobes_from_quality, resample, resampled_length
-from ..decoders.audio import check_quality
+from .._audio.io import to_output_type
+from .._audio.resampling import check_quality, lobes_from_quality, resample, resampled_length
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ._audio_args import float_arg, int_arg
@@ -190,7 +189,7 @@ class AudioResample(Operator):
     def run_batch(self, inputs, args, params, stream):
         """GPU: every sample in one launch (positions in float64 per output, so values differ
         from the CPU's block-wise float32 positions by up to ~1e-4 of the signal's slope)."""
-        from ..decoders._resampling import window
+        from .._audio.resampling import window
         from ..kernels.audio import contiguous, resample_batch
 
         s = contiguous(inputs[0])

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..decoders._audio_io import open_audio
-from ..decoders._resampling import lobes_from_quality
+from .._audio.io import open_audio
+from .._audio.resampling import lobes_from_quality
+from .._dtype import parse_dtype
 from ..decoders.audio import AUDIO_DTYPES, check_quality, decode_audio
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
-from ..operators.cast import parse_dtype
 from ..types import DALIDataType
 from ._sharding import ListSharding, ShardedReader
 

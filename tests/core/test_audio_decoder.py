@@ -19,7 +19,7 @@ from audio_data import (
 )
 
 from dlpipe import Pipeline, fn, ops, types
-from dlpipe.decoders import _audio_io
+from dlpipe._audio import io as _audio_io
 from dlpipe.errors import ArgumentError, DlpipeError, MissingExtraError
 
 needs_sf = pytest.mark.skipif(soundfile is None, reason="soundfile (libsndfile) not installed")

@@ -28,6 +28,7 @@ FORBIDDEN = {
     "decoders": _ENGINE | {"operators"},
     "readers": _ENGINE | {"operators"},
     "_geometry": _ENGINE | {"operators", "readers", "decoders", "kernels", "graph", "_ipc"},
+    "_audio": _ENGINE | {"operators", "readers", "decoders", "kernels", "graph", "_ipc"},
 }
 
 

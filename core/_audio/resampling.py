@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 __all__ = ["ResamplingWindow", "lobes_from_quality", "resample", "resampled_length", "window"]
 
 _BLOCK = 256  # DALI's CPU block of outputs sharing one float64 start position
@@ -159,3 +161,14 @@ def resample(
         src[~inside] = 0
         res[s : s + chunk] = np.einsum("nct,nt->nc", src, w)
     return out
+
+
+def check_quality(quality, who: str) -> float:
+    """``quality`` as a float in [0, 100], or ArgumentError naming it."""
+    try:
+        q = float(quality)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{who}: quality={quality!r} must be a number in [0, 100]") from None
+    if not 0 <= q <= 100:
+        raise ArgumentError(f"{who}: quality={quality!r} must be in [0, 100]")
+    return q
