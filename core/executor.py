@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ._conditionals import compact
 from ._malloc import tune_malloc
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, OpNode
@@ -243,6 +244,7 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
+        self._source_info_ops = [n for n in self.cpu_ops if getattr(n.op, "needs_source_info", 0)]
         if num_threads > 1:
             tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
@@ -539,6 +541,8 @@ class Executor:
             if node.op.is_reader and source_info is None and params is not None:
                 source_info = [node.op.source_info(p) for p in params]
         ws.source_info = source_info or [""] * n
+        for node in self._source_info_ops:  # fn.get_property(key="source_info")
+            ws.params[node] = list(ws.source_info)
         for node in self.gpu_ops:  # their random numbers too, in order, before the snapshot
             ws.params[node] = node.op.batch_params(n)
         if self.snapshot is not None:
@@ -551,9 +555,19 @@ class Executor:
                 node = nodes[0]
                 inputs = [ws.values[x] for x in node.inputs]
                 args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                params = ws.params[node]
+                idx = None  # conditionals: the operator sees only its branch's samples
+                if node.scope is not None:
+                    idx = node.scope.indices(ws.values, n)
+                    if len(idx) < n:
+                        inputs = [compact(v, idx) for v in inputs]
+                        args = {k: compact(v, idx) for k, v in args.items()}
+                        params = compact(params, idx)
+                    else:
+                        idx = None
                 start = perf_counter()
                 try:
-                    outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
+                    outs = node.op.run_batch_cpu(inputs, args, params)
                 except BaseException as e:  # the sample named by the operator, else the first
                     i = int(getattr(e, "sample_index", 0))
                     raise _sample_error(e, node, i, ws) from None
@@ -563,6 +577,11 @@ class Executor:
                     {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
                 )
                 for out, vals in zip(node.outputs, outs, strict=True):
+                    if idx is not None:  # back to the batch's positions
+                        full = [None] * n
+                        for j, v in zip(idx, vals, strict=True):
+                            full[j] = v
+                        vals = full
                     if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                         ws.dense[out] = _DenseBatch.of(vals)
                         vals = [vals[i, ...] for i in range(len(vals))]  # 0-d rows stay arrays
@@ -651,6 +670,8 @@ class Executor:
     @staticmethod
     def _run_one(node: OpNode, i: int, ws: Workspace) -> None:
         values = ws.values
+        if node.scope is not None and not node.scope.selects(values, i):
+            return  # conditionals: the sample took another branch (its value stays None)
         inputs = tuple(values[x][i] for x in node.inputs)
         args = {k: values[x][i] for k, x in node.arg_nodes.items()}
         params = ws.params[node]

@@ -26,6 +26,7 @@ import numpy as np
 from .errors import ArgumentError, PipelineError
 from .executor import Executor
 from .graph import DataNode, OpNode, current_pipeline, pop_pipeline, push_pipeline
+from .operators.arithmetic import fuse_expressions
 from .types import to_dali_dtype
 
 DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
@@ -282,7 +283,7 @@ class Pipeline:
             raise PipelineError(
                 "the pipeline has no outputs: call set_outputs() or use @pipeline_def"
             )
-        ops = self._reachable_ops()
+        ops = fuse_expressions(self._reachable_ops(), self._outputs)  # one op per expression
         seeds = np.random.SeedSequence(self._seed).generate_state(max(1, len(self._ops)), np.uint32)
         for i, node in enumerate(self._ops):
             op = node.op
@@ -339,6 +340,7 @@ class Pipeline:
     def _reachable_ops(self) -> list[OpNode]:
         seen: set[int] = set()
         stack = [x.source for x in self._outputs if x.source is not None]
+        stack += [n for n in self._ops if n.op.preserve]  # preserve=True: never pruned
         while stack:
             node = stack.pop()
             if id(node) in seen:
@@ -690,3 +692,20 @@ def pipeline_def(
         return create_pipeline
 
     return decorator(fn) if fn is not None else decorator
+
+
+def _make_experimental():
+    """``dlpipe.pipeline.experimental``: DALI's ``nvidia.dali.pipeline.experimental`` path,
+    whose ``pipeline_def`` is the same decorator (its ``debug=`` argument is accepted)."""
+    import sys
+    import types
+
+    mod = types.ModuleType(
+        __name__ + ".experimental", "DALI's nvidia.dali.pipeline.experimental (pipeline_def)."
+    )
+    mod.pipeline_def = pipeline_def
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+experimental = _make_experimental()

@@ -1,15 +1,20 @@
 """The functional API: ``fn.readers.file(...)``, ``fn.decoders.image(...)``, ``fn.resize(...)``.
 
-Generated from the operator registry, so every registered operator appears here.
+Generated from the operator registry, so every registered operator appears here, with the
+deprecated names DALI still accepts (``fn.image_decoder``, ``fn.coin_flip``, ...: see
+``_aliases.py``).
 """
 
 import sys
 
 from .. import operators as _operators  # noqa: F401  (registers every operator)
-from ..graph import REGISTRY, attach, make_fn
+from .._aliases import available as _available
+from ..graph import REGISTRY, attach, make_alias_fn, make_fn
 
 for _schema in sorted(REGISTRY):
     if not _schema.startswith("_"):
         attach(sys.modules[__name__], _schema, make_fn(_schema))
+for _alias, (_schema, _) in _available(REGISTRY).items():
+    attach(sys.modules[__name__], _alias, make_alias_fn(_alias, _schema))
 
-del REGISTRY, attach, make_fn, sys
+del REGISTRY, attach, make_fn, make_alias_fn, sys
