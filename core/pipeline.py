@@ -654,14 +654,32 @@ def pipeline_def(
     (a "shadows" warning if it is also a Pipeline argument), otherwise to the Pipeline; call-time
     Pipeline arguments override the decorator's. The function's return value (a node, a tuple
     of nodes or None) becomes the pipeline outputs.
+
+    With ``enable_conditionals=True`` the function's ``if``/``elif``/``else``, ``and``, ``or``
+    and ``not`` also work on DataNodes holding one scalar per sample: each sample takes its own
+    branch (``_conditionals.py``; the function's source is rewritten once, here).
+
+    Example:
+        >>> @pipeline_def(enable_conditionals=True, batch_size=8, num_threads=2, device_id=0)
+        ... def pipe():
+        ...     jpegs, labels = fn.readers.file(file_root=root)
+        ...     images = fn.decoders.image(jpegs)
+        ...     if fn.random.coin_flip():
+        ...         images = fn.flip(images)
+        ...     return images, labels
     """
-    if enable_conditionals:
-        raise ArgumentError("enable_conditionals=True is not supported: dlpipe has no AutoGraph")
+
+    pipeline_kwargs.pop("debug", None)  # DALI's debug mode: the graph runs as usual here
 
     def decorator(func: Callable) -> Callable[..., Pipeline]:
         params = inspect.signature(func).parameters
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"@pipeline_def function {func.__name__!r} must not take **kwargs")
+        graph_fn = func
+        if enable_conditionals:
+            from ._conditionals import convert
+
+            graph_fn = convert(func)
 
         @functools.wraps(func)
         def create_pipeline(*args, **kwargs) -> Pipeline:
@@ -680,8 +698,9 @@ def pipeline_def(
                 else:
                     pipe_kwargs[k] = v
             pipe = Pipeline(**{**pipeline_kwargs, **pipe_kwargs})
+            pipe._scope = None  # the current `if` branch while tracing (_conditionals.py)
             with pipe:
-                outs = func(*args, **fn_kwargs)
+                outs = graph_fn(*args, **fn_kwargs)
             if outs is None:
                 outs = ()
             elif isinstance(outs, DataNode):
