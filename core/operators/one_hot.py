@@ -112,9 +112,7 @@ class OneHot(Operator):
         """(output shapes, the new axis, legacy scalars) of a batch of input ``shapes``."""
         ndim = len(shapes[0]) if shapes else 0
         self._check_axis(ndim)
-        scalars = (
-            not self.axis_given and bool(shapes) and all(int(np.prod(s)) == 1 for s in shapes)
-        )
+        scalars = not self.axis_given and bool(shapes) and all(int(np.prod(s)) == 1 for s in shapes)
         if scalars:
             if self.axis_name is not None and self._in_layout and ndim != 0:
                 raise ArgumentError(
