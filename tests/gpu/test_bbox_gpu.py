@@ -93,3 +93,22 @@ def test_box_encoder(offset):
                 np.testing.assert_allclose(gb.at(i), cb.at(i), rtol=1e-5, atol=1e-5)
             else:
                 np.testing.assert_array_equal(gb.at(i), cb.at(i))
+
+
+def test_paste():
+    rng = np.random.default_rng(2)
+    imgs = [
+        rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in ((30, 41), (7, 3), (64, 64))
+    ]
+    ratio = [F(r) for r in (1.0, 3.7, 2.0)]
+    px = [F(p) for p in (0.5, 0.0, 1.0)]
+    pairs = run_both(
+        dict(x=imgs, r=ratio, p=px),
+        lambda g, c: (
+            fn.paste(g["x"], ratio=c["r"], paste_x=c["p"], paste_y=0.3, fill_value=(1, 2, 3)),
+            fn.paste(c["x"], ratio=c["r"], paste_x=c["p"], paste_y=0.3, fill_value=(1, 2, 3)),
+        ),
+        3,
+    )
+    for got, want in pairs:
+        np.testing.assert_array_equal(got, want)
