@@ -334,6 +334,8 @@ class Operator:
         self.bytes_per_sample_hint = bytes_per_sample_hint
         self.preserve = bool(preserve)
         self.rng: np.random.Generator | None = None
+        # another instance whose draws this one repeats (the input sets of one call)
+        self.seed_source: Operator | None = None
         # Per-operator defaults filled in by subclasses from kwargs.
         self.setup(**kwargs)
 
@@ -555,14 +557,47 @@ def _check_placement(op: Operator, inputs: Sequence[DataNode]) -> None:
             raise PipelineError(f"{op.schema}: a mixed operator takes CPU inputs, got {x.name!r}")
 
 
+def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
+    """One operator call, as ``fn.<schema>`` returns it: a node, or a tuple of nodes.
+
+    DALI's *input sets*: positional inputs given as lists (``fn.slice([image, mask], ...)``)
+    apply the operator to each set with the same arguments and the same random draws, so an
+    image and its mask get the same window. Each set is an operator instance of its own, the
+    later ones drawing from a copy of the first's generator (``Operator.seed_source``).
+    Returns a list with one entry per set; for an operator of several outputs, a tuple with a
+    list per output (``a, b = fn.op([x, y])`` for one output; ``outs[k][i]``: output ``k`` of
+    set ``i``)."""
+    sets = [i for i, x in enumerate(inputs) if isinstance(x, list | tuple)]
+    if not sets:
+        outs = _call_operator(schema, inputs, kwargs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    lengths = sorted({len(inputs[i]) for i in sets})
+    if len(lengths) > 1 or lengths[0] == 0:
+        raise ArgumentError(
+            f"{schema}: input sets must be non-empty lists of one length, got lengths {lengths}"
+        )
+    per_set, first = [], None
+    for k in range(lengths[0]):
+        one = [x[k] if i in sets else x for i, x in enumerate(inputs)]
+        outs = _call_operator(schema, one, kwargs)
+        op = outs[0].source.op if outs and outs[0].source is not None else None
+        if first is None:
+            first = op
+        elif op is not None:
+            op.seed_source = first
+        per_set.append(outs)
+    if len(per_set[0]) == 1:
+        return [outs[0] for outs in per_set]
+    return tuple([outs[j] for outs in per_set] for j in range(len(per_set[0])))
+
+
 def make_fn(schema: str) -> Callable[..., Any]:
     """The ``fn.<schema>`` function: builds one operator instance, returns its output node(s)."""
     cls = REGISTRY[schema]
 
     def fn(*inputs, **kwargs):
         inputs, kwargs = _positional_to_kwargs(cls, inputs, kwargs)
-        outs = _call_operator(schema, inputs, kwargs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return call_with_input_sets(schema, inputs, kwargs)
 
     fn.__module__ = "dlpipe.fn"
     fn.__name__ = schema.rsplit(".", 1)[-1]
@@ -621,8 +656,7 @@ def make_ops_class(schema: str) -> type:
             self._kwargs = kwargs
 
         def __call__(self, *inputs, **arg_inputs):
-            outs = _call_operator(schema, inputs, {**self._kwargs, **arg_inputs})
-            return outs[0] if len(outs) == 1 else tuple(outs)
+            return call_with_input_sets(schema, inputs, {**self._kwargs, **arg_inputs})
 
     LegacyOp.__name__ = LegacyOp.__qualname__ = cls.ops_name or schema_to_class_name(schema)
     LegacyOp.__module__ = "dlpipe.ops"

@@ -309,6 +309,10 @@ class Pipeline:
             op = node.op
             if op.is_random:
                 op.bind_rng(op.seed if op.seed is not None and op.seed >= 0 else int(seeds[i]))
+        for node in self._ops:  # input sets of one call draw the same numbers (graph.py)
+            source = node.op.seed_source
+            if node.op.is_random and source is not None and source.rng is not None:
+                node.op.rng.bit_generator.state = source.rng.bit_generator.state
         for node in ops:
             if node.op.is_reader:  # by instance name: name=, or the generated one (DALI)
                 self._readers[node.name] = node.op
