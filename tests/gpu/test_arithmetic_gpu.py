@@ -109,9 +109,9 @@ def test_a_fused_tree_with_constants_broadcasting_and_scalars():
     imgs = [RNG.integers(0, 255, s).astype(np.uint8) for s in [(6, 5, 3), (3, 9, 3), (1, 1, 3)]]
     scal = [np.array(v, np.float32) for v in (0.5, 2.0, -1.0)]
     legacy = [np.array([v], np.int32) for v in (1, 2, 3)]
-    mean = types.Constant(np.float32([10, 20, 30]))
 
     def build(x, s, leg):
+        mean = types.Constant(np.float32([10, 20, 30]))  # a node: made inside the pipeline
         y = math.clamp((x - mean) * s / 58.0 + leg, -2, 2)
         return y, (x > 100) & (x < 200), x // leg, -x, x**2, x % 7
 
