@@ -567,7 +567,12 @@ def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
     Returns a list with one entry per set; for an operator of several outputs, a tuple with a
     list per output (``a, b = fn.op([x, y])`` for one output; ``outs[k][i]``: output ``k`` of
     set ``i``)."""
-    sets = [i for i, x in enumerate(inputs) if isinstance(x, list | tuple)]
+    sets = [
+        i
+        for i, x in enumerate(inputs)
+        if isinstance(x, list | tuple) and x and all(isinstance(v, DataNode) for v in x)
+    ]
+    inputs = [x if i in sets else _as_node(x, schema, i) for i, x in enumerate(inputs)]
     if not sets:
         outs = _call_operator(schema, inputs, kwargs)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -589,6 +594,22 @@ def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
     if len(per_set[0]) == 1:
         return [outs[0] for outs in per_set]
     return tuple([outs[j] for outs in per_set] for j in range(len(per_set[0])))
+
+
+def _as_node(x, schema: str, i: int):
+    """A positional input as a node: DALI turns plain values (``fn.slice(x, 1, 3, axes=[0])``,
+    numpy arrays) into constant nodes, as ``types.Constant`` does."""
+    if isinstance(x, DataNode) or current_pipeline() is None:
+        return x  # (outside a pipeline, _call_operator says what is wrong)
+    if isinstance(x, bool | int | float | np.number | np.ndarray) or (
+        isinstance(x, list | tuple)
+        and all(isinstance(v, bool | int | float | np.number) for v in x)
+    ):
+        from .types import Constant
+
+        node = Constant(x)
+        return node if isinstance(node, DataNode) else Constant(x, device="cpu")
+    return x  # _call_operator names the input and its type
 
 
 def make_fn(schema: str) -> Callable[..., Any]:
