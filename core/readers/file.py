@@ -171,10 +171,7 @@ class FileReader(ShardedReader, Operator):
         if not files:
             raise DataNotFoundError(f"{who}: No files found in {file_root or file_list!r}")
 
-        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
-        self._process: _read_process.ReadProcess | None = None  # started by the first batch
-        self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
-        self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
+        self._init_reading()
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
         self.labels = np.asarray(labels, dtype=np.int32)
@@ -192,6 +189,13 @@ class FileReader(ShardedReader, Operator):
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
         )
+
+    def _init_reading(self) -> None:
+        """The reading machinery's state (also for readers built on this one, e.g. COCO's)."""
+        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
+        self._process: _read_process.ReadProcess | None = None  # started by the first batch
+        self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
+        self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
 
     def prepare(self, ctx) -> None:
         self._use_process = ctx.runtime.read_process and _read_process.available()
