@@ -6,10 +6,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
+from .._ipc.process import HelperStartError
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
 from . import _read_process
@@ -36,6 +38,7 @@ KNOWN_EXTENSIONS = (
 )
 
 _LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
+_WARNED: list[str] = []  # why read processes could not start here, once said
 
 
 def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
@@ -203,10 +206,15 @@ class FileReader(ShardedReader, Operator):
         if self._process is None and self._use_process:
             try:
                 self._process = _read_process.ReadProcess(self.schema)
-            except OSError:  # no memfd or no process to be had here: read in this process
-                self._use_process = False
+            except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
+                self._no_process(e)
         if self._process is not None:
-            data = self._process.read(paths)
+            try:
+                data = self._process.read(paths)
+            except HelperStartError as e:  # the servers did not start
+                self._process.close()
+                self._process = None
+                self._no_process(e)
             if isinstance(data, OSError):
                 err = _read_error(data.filename, data)
                 err.sample_index = data.sample_index  # the executor names the sample's file
@@ -220,6 +228,18 @@ class FileReader(ShardedReader, Operator):
                     e.sample_index = i
                     raise
         return data, self.labels[params].reshape(-1, 1)
+
+    def _no_process(self, why: Exception) -> None:
+        """Read in this process from now on; say why once per process."""
+        self._use_process = False
+        if not _WARNED:
+            _WARNED.append(str(why))
+            warnings.warn(
+                f"{self.schema}: reading files in the pipeline's process, without read "
+                f"processes: {why}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def close(self) -> None:
         if self._process is not None:
