@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from ._malloc import tune_malloc
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, OpNode
 from .profiler import Profiler
@@ -243,8 +242,6 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
-        if num_threads > 1:
-            tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
         self._dense_lock = threading.Lock()
         self._pool = (

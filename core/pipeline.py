@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._malloc import tune_malloc
 from .errors import ArgumentError, PipelineError
 from .executor import Executor
 from .graph import (
@@ -316,6 +317,8 @@ class Pipeline:
                 self._sources[node.name] = node
                 node.op.start_workers(self._py_num_workers, self._py_start_method)
         ctx = BuildContext(self._device_id, self._max_batch_size, self._num_threads, self._runtime)
+        if self._num_threads > 1:  # per-sample buffers of MBs: reuse heap memory (_malloc.py)
+            tune_malloc(self._runtime.malloc_tuning)
         for node in ops:
             node.op.prepare(ctx)
         layouts = self._layouts(ops)

@@ -297,7 +297,7 @@ def _close(helper: HelperProcess, fd: int) -> None:
     os.close(fd)
 
 
-IDLE_PROCESSES = 4  # idle decode processes kept per GPU for the next pipeline
+IDLE_PROCESSES = 4  # idle decode processes kept per GPU for the next pipeline, by default
 _IDLE: dict[int, list] = {}  # device -> idle processes, the most recently used last
 if hasattr(os, "register_at_fork"):  # a forked child has no CUDA and none of these processes
     os.register_at_fork(after_in_child=_IDLE.clear)
@@ -332,9 +332,10 @@ def prestart(device_id: int, n: int, config: dict) -> None:
         idle.insert(0, proc)
 
 
-def give_back(procs: list) -> None:
+def give_back(procs: list, keep: int = IDLE_PROCESSES) -> None:
     """Return an operator's processes to the pool (``procs`` is emptied); those that failed
-    are stopped, and so are the oldest idle ones beyond ``IDLE_PROCESSES`` per GPU."""
+    are stopped, and so are the oldest idle ones beyond ``keep`` per GPU (the pipeline's
+    ``RuntimeOptions.idle_decode_processes``)."""
     while procs:
         proc = procs.pop()
         try:
@@ -346,5 +347,5 @@ def give_back(procs: list) -> None:
             continue
         idle = _IDLE.setdefault(proc.device_id, [])
         idle.append(proc)
-        while len(idle) > IDLE_PROCESSES:
+        while len(idle) > keep:
             idle.pop(0).close()

@@ -96,7 +96,9 @@ class MixedDecoder:
         }
         self._procs: list = []  # the processes this operator's lanes took
         self._generation = 0  # lanes take processes anew when it changes (close())
-        weakref.finalize(self, _decode_process.give_back, self._procs)
+        # idle processes kept per GPU when this operator gives its back
+        self._keep_idle = int(getattr(op, "idle_decode_processes", _decode_process.IDLE_PROCESSES))
+        weakref.finalize(self, _decode_process.give_back, self._procs, self._keep_idle)
         if self.use_process:  # one per lane, starting while the pipeline warms up
             lanes = int(getattr(op, "decode_lanes", 1))
             try:
@@ -146,7 +148,7 @@ class MixedDecoder:
         """Give the decode processes back to the pool (the pipeline is closing: no lane is
         decoding); a later run takes them anew."""
         self._generation += 1
-        _decode_process.give_back(self._procs)
+        _decode_process.give_back(self._procs, self._keep_idle)
 
     def _make_decoder(self):
         """An idle decoder of the same configuration, or a new one."""

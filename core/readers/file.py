@@ -174,6 +174,7 @@ class FileReader(ShardedReader, Operator):
 
         self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
         self._process: _read_process.ReadProcess | None = None  # started by the first batch
+        self._processes = _read_process.PROCESSES  # how many (the pipeline's options: prepare)
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
         self.labels = np.asarray(labels, dtype=np.int32)
@@ -194,6 +195,7 @@ class FileReader(ShardedReader, Operator):
 
     def prepare(self, ctx) -> None:
         self._use_process = ctx.runtime.read_process and _read_process.available()
+        self._processes = ctx.runtime.read_processes
 
     def source_info(self, param: int) -> str:
         return self.files[param]
@@ -205,7 +207,7 @@ class FileReader(ShardedReader, Operator):
             self._process = None  # forked: the parent's read process stays the parent's
         if self._process is None and self._use_process:
             try:
-                self._process = _read_process.ReadProcess(self.schema)
+                self._process = _read_process.ReadProcess(self.schema, self._processes)
             except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
                 self._no_process(e)
         if self._process is not None:

@@ -242,15 +242,14 @@ class _Proc:
 
 def test_give_back_keeps_healthy_processes_up_to_the_limit_and_stops_the_rest(monkeypatch):
     monkeypatch.setattr(_decode_process, "_IDLE", {0: [_Proc("old")]})
-    monkeypatch.setattr(_decode_process, "IDLE_PROCESSES", 3)
     procs = [_Proc("a"), _Proc("dead", failure="exited"), _Proc("b"), _Proc("c", started=False)]
     mine = list(procs)
-    _decode_process.give_back(mine)
+    _decode_process.give_back(mine, keep=3)  # RuntimeOptions.idle_decode_processes
     assert mine == []  # the operator holds none any more
     idle = _decode_process._IDLE[0]
     assert [p.name for p in idle] == ["old", "b", "a"] and all(p.trimmed for p in idle[1:])
     assert procs[1].closed and procs[3].closed and not any(p.closed for p in idle)
-    _decode_process.give_back([_Proc("d")])  # one too many: the oldest idle one stops
+    _decode_process.give_back([_Proc("d")], keep=3)  # one too many: the oldest idle one stops
     assert [p.name for p in idle] == ["b", "a", "d"]
     assert _decode_process.take(0).name == "d"  # the most recently used first
 

@@ -146,6 +146,17 @@ def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
     in_process.close()
 
 
+def test_the_pipelines_options_choose_how_many_processes(files):
+    from dlpipe.options import RuntimeOptions
+
+    opts = RuntimeOptions(read_processes=2)
+    pipe = file_reader_pipe(3, files=files, pipe_kw={"runtime": opts})
+    data, _ = pipe.run()
+    assert len(pipe._readers["Reader"]._process.helpers) == 2
+    np.testing.assert_array_equal(data.at(2), read_file(files[2]))
+    pipe.close()
+
+
 @pytest.mark.parametrize("read_process", ["1", "0"])
 def test_missing_file_in_a_pipeline_names_it_and_its_sample(
     tmp_path, files, monkeypatch, read_process
