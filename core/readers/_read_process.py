@@ -161,9 +161,13 @@ class ReadProcess:
             if not big:
                 break
             need = max(big) * len(self.helpers)  # each server gets an equal part
-            self._size = max(self._size, -(-(need + need // 4) // _ALIGN) * _ALIGN)
+            size = -(-(need + need // 4) // _ALIGN) * _ALIGN
+            if size > MAX_SLOT_BYTES:  # this batch only: later ones get slots as before
+                self._pool.put(slot)
+                return None
+            self._size = max(self._size, size)
             self._memfd.drop(slot)
-            slot = self._slot(self._size) if self._size <= MAX_SLOT_BYTES else None
+            slot = self._slot(self._size)
             if slot is None:
                 return None
         else:

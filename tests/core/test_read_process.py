@@ -97,6 +97,7 @@ def test_a_batch_larger_than_the_largest_slot_or_with_no_slot_left_is_left_to_th
         monkeypatch.setattr(_read_process, "FIRST_SLOT_BYTES", 1 << 16)
         rp._size = 1 << 16
         assert rp.read(files[2:4]) is None  # 104 KB > 50 KB
+        assert rp._size == 1 << 16  # one batch too large changes nothing for the others
         monkeypatch.setattr(_read_process, "SLOTS", 3)
         held = [rp.read(files[:1]) for _ in range(3)]
         assert all(h is not None for h in held) and rp.read(files[:1]) is None
