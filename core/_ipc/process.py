@@ -176,7 +176,10 @@ class HelperProcess:
         _PIPES.update(self._fds)
         self._stop = weakref.finalize(self, _stop, [(self._proc, self._fds, self.owner)])
         hello = Hello(module, dict(args or {}), tuple(sys.path) if path else ())
-        self._send(hello, wire.REPLY)
+        try:
+            self._send(hello, wire.REPLY)
+        except HelperError:  # exited at once (not a Python after all?): wait_ready says so
+            pass
 
     # --- talking -------------------------------------------------------------------------
     def wait_ready(self) -> None:
@@ -184,6 +187,11 @@ class HelperProcess:
         if self._ready:
             return
         if self._ready is False:
+            raise HelperStartError(self.failure)
+        if self.failure:  # the Hello could not even be sent
+            self._ready = False
+            self.failure = f"the {self.name} did not start: {self.failure}"
+            self.stop()
             raise HelperStartError(self.failure)
         try:
             reply = self._receive()
@@ -245,7 +253,7 @@ class HelperProcess:
         data = wire.frame(message, flags)
         try:
             wire.write(self._w, data)
-        except OSError:  # EPIPE: it is gone; the reply read says how
+        except OSError:  # EPIPE: it is gone
             self._gone()
         except BaseException as e:
             self._interrupted(e)

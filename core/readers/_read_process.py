@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._ipc.process import HelperError, HelperProcess, stop_all, supported
+from .._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all, supported
 from .._ipc.regions import share, unshare
 from .._ipc.slots import SlotPool
 from ..errors import PipelineError
@@ -209,6 +209,9 @@ class ReadProcess:
                 self.helpers[k].submit(msg)
                 asked.append(self.helpers[k])
             replies = [h.result() for h in asked]
+        except HelperStartError:  # the caller reads in its own process from now on
+            self._pool.put(slot)
+            raise
         except HelperError as e:
             self._pool.put(slot)
             # the others may still owe a reply: none of them can be trusted to answer in turn

@@ -151,3 +151,14 @@ def test_the_interpreter_is_found_beside_a_sys_executable_that_is_not_one(monkey
         f"python{v} was found beside it (tried /usr/local/bin/my-app, /bin/true, "
         f"{tmp_path}/bin/python{v})"
     )
+
+
+def test_an_interpreter_that_is_not_one_after_all_is_a_start_error(monkeypatch, tmp_path):
+    # named like a Python, exits at once: the handshake says it did not start
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    h = HelperProcess("read process", "dlpipe.readers._read_server", {"threads": 1, "fd": 0})
+    with pytest.raises(HelperStartError, match=r"read process did not start: .*exit code 3"):
+        h.wait_ready()

@@ -158,6 +158,23 @@ def test_the_pipelines_options_choose_how_many_processes(files):
     pipe.close()
 
 
+def test_servers_that_do_not_start_leave_the_reads_to_this_process(files, tmp_path, monkeypatch):
+    from dlpipe.readers import file as file_reader
+
+    fake = tmp_path / "python3"  # looks like a Python, is not one
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("sys.executable", str(fake))
+    monkeypatch.setattr(file_reader, "_WARNED", [])
+    pipe = file_reader_pipe(3, files=files)
+    with pytest.warns(RuntimeWarning, match="reading files in the pipeline's process.*exit code 3"):
+        data, _ = pipe.run()
+    assert pipe._readers["Reader"]._process is None
+    for i in range(3):
+        np.testing.assert_array_equal(data.at(i), read_file(files[i]))
+    pipe.close()
+
+
 @pytest.mark.parametrize("read_process", ["1", "0"])
 def test_missing_file_in_a_pipeline_names_it_and_its_sample(
     tmp_path, files, monkeypatch, read_process
