@@ -284,3 +284,33 @@ def test_a_batch_is_found_in_its_shared_region_until_the_reader_closes(files):
     finally:
         rp.close()
     assert regions.locate(batch) is None  # its fd is closed: nobody may open it now
+
+
+def test_a_request_cut_by_ctrl_c_is_mended_by_fresh_processes(files, monkeypatch):
+    # A pipeline run on the caller's thread (exec_async=False): Ctrl-C may land while a
+    # request waits for its reply. That reply may come later, so the processes are replaced.
+    from dlpipe._ipc import wire
+
+    rp = ReadProcess("test", processes=2)
+    try:
+        assert len(rp.read(files)) == len(files)
+        read, calls = wire.read, []
+
+        def interrupted(fd):
+            calls.append(fd)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return read(fd)
+
+        monkeypatch.setattr(wire, "read", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            rp.read(files)
+        monkeypatch.setattr(wire, "read", read)
+        old = list(rp.helpers)
+        assert old[0].interrupted and "interrupted (KeyboardInterrupt)" in old[0].failure
+        got = rp.read(files)
+        assert all(h.poll() is not None for h in old) and rp.helpers[0] is not old[0]
+        for arr, path in zip(got, files, strict=True):
+            np.testing.assert_array_equal(arr, read_file(path))
+    finally:
+        rp.close()
