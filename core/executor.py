@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from ._conditionals import compact
-from ._malloc import tune_malloc
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode
 from .profiler import Profiler
@@ -269,8 +268,6 @@ class Executor:
         )
         self._ahead: Workspace | None = None  # the next iteration, drawn
         self._source_info_ops = [n for n in self.cpu_ops if getattr(n.op, "needs_source_info", 0)]
-        if num_threads > 1:
-            tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
         # outputs, and the inputs of GPU-stage operators that take a whole batch (.gpu())
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._malloc import tune_malloc
 from .errors import ArgumentError, PipelineError
 from .executor import Executor
 from .graph import (
@@ -320,6 +322,8 @@ class Pipeline:
                 self._sources[node.name] = node
                 node.op.start_workers(self._py_num_workers, self._py_start_method)
         ctx = BuildContext(self._device_id, self._max_batch_size, self._num_threads, self._runtime)
+        if self._num_threads > 1:  # per-sample buffers of MBs: reuse heap memory (_malloc.py)
+            tune_malloc(self._runtime.malloc_tuning)
         for node in ops:
             node.op.prepare(ctx)
         layouts = self._layouts(ops)
@@ -364,6 +368,19 @@ class Pipeline:
             0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
         )
         self._built = True
+        self._pid = os.getpid()  # its threads and helper processes live in this process only
+
+    def _check_process(self) -> None:
+        """Raise, rather than wait forever, when this process is a fork of the one that built
+        the pipeline: the executor's threads and the helper processes stayed with the parent."""
+        if self._pid != os.getpid():
+            raise PipelineError(
+                f"this pipeline was built in process {self._pid} and is used in process "
+                f"{os.getpid()}, which forked from it: a built pipeline's threads and helper "
+                "processes do not survive fork(). Build the pipeline in the child instead (in "
+                "a torch DataLoader worker: build it in worker_init_fn or in the dataset's "
+                "__iter__), or start workers with the 'spawn' or 'forkserver' method"
+            )
 
     def _reachable_ops(self) -> list[OpNode]:
         seen: set[int] = set()
@@ -458,6 +475,7 @@ class Pipeline:
 
     def _schedule(self) -> None:
         self.build()
+        self._check_process()
         if type(self).iter_setup is Pipeline.iter_setup:
             self._executor.schedule()
             return
@@ -497,6 +515,7 @@ class Pipeline:
         return self._get()
 
     def _get(self) -> tuple:
+        self._check_process()
         try:
             out = self._executor.get()
         except StopIteration:

@@ -200,10 +200,12 @@ class _DecoderBase(Operator):
         # mixed: decode in a process per lane (_decode_process.py), unless the pipeline's
         # runtime options say otherwise (prepare)
         self.decode_process = self.device == "mixed" and _decode_process.available()
+        self.idle_decode_processes = _decode_process.IDLE_PROCESSES  # kept for the next one
         self._gpu = None
 
     def prepare(self, ctx) -> None:
         self.decode_process = self.decode_process and ctx.runtime.decode_process
+        self.idle_decode_processes = ctx.runtime.idle_decode_processes
 
     def prepare_gpu(self, ctx) -> None:
         # read by the nvImageCodec decoder when it is made (_nvimgcodec.MixedDecoder)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._ipc.process import HelperStartError
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
 from . import _read_process
@@ -38,6 +40,7 @@ KNOWN_EXTENSIONS = (
 )
 
 _LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
+_WARNED: list[str] = []  # why read processes could not start here, once said
 
 
 def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
@@ -194,11 +197,13 @@ class FileReader(ShardedReader, Operator):
         """The reading machinery's state (also for readers built on this one, e.g. COCO's)."""
         self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
         self._process: _read_process.ReadProcess | None = None  # started by the first batch
+        self._processes = _read_process.PROCESSES  # how many (the pipeline's options: prepare)
         self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
         self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
 
     def prepare(self, ctx) -> None:
         self._use_process = ctx.runtime.read_process and _read_process.available()
+        self._processes = ctx.runtime.read_processes
 
     def source_info(self, param: int) -> str:
         return self.files[param]
@@ -229,11 +234,16 @@ class FileReader(ShardedReader, Operator):
             self._process = None  # forked: the parent's read process stays the parent's
         if self._process is None and self._use_process:
             try:
-                self._process = _read_process.ReadProcess(self.schema)
-            except OSError:  # no memfd or no process to be had here: read in this process
-                self._use_process = False
+                self._process = _read_process.ReadProcess(self.schema, self._processes)
+            except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
+                self._no_process(e)
         if self._process is not None:
-            data = self._process.read(paths)
+            try:
+                data = self._process.read(paths)
+            except HelperStartError as e:  # the servers did not start
+                self._process.close()
+                self._process = None
+                self._no_process(e)
             if isinstance(data, OSError):
                 err = _read_error(data.filename, data)
                 err.sample_index = data.sample_index  # the executor names the sample's file
@@ -247,6 +257,18 @@ class FileReader(ShardedReader, Operator):
                     e.sample_index = i
                     raise
         return data
+
+    def _no_process(self, why: Exception) -> None:
+        """Read in this process from now on; say why once per process."""
+        self._use_process = False
+        if not _WARNED:
+            _WARNED.append(str(why))
+            warnings.warn(
+                f"{self.schema}: reading files in the pipeline's process, without read "
+                f"processes: {why}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def close(self) -> None:
         if self._reader is not None:  # reads queued for iterations that will not run
