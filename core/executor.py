@@ -571,6 +571,7 @@ class Executor:
                     outs = node.op.run_batch_cpu(inputs, args, params)
                 except BaseException as e:  # the sample named by the operator, else the first
                     i = int(getattr(e, "sample_index", 0))
+                    i = idx[i] if idx is not None and i < len(idx) else i
                     raise _sample_error(e, node, i, ws) from None
                 end = perf_counter()
                 self.profiler.span(node.name, "operator", start, end)
