@@ -202,10 +202,18 @@ struct ResampleDesc {
   double scale;  // in_rate / out_rate
 };
 
-// DALI's windowed sinc: output j at input position j * scale; taps [ceil(frac) - lobes,
-// ceil(frac) + lobes) around the integer base, zero outside the signal; the window is read from
-// `lookup` with linear interpolation. Inputs are normalised as x * in_scale * in_mul + in_add;
-// outputs are written as v * out_max, rounded and saturated (floats: out_max = 0, as is).
+// DALI's windowed sinc (its CPU kernel's arithmetic, as _audio/resampling.py): output j sits at
+// input position base + frac, with the outputs in blocks of RESAMPLE_BLOCK: the block's start
+// j0 * scale in double, base = floor(start), frac = (float)(start - base) + (j - j0) steps of
+// (float)scale added one at a time in float32 (the CPU's running sum, reproduced per output:
+// up to 255 float adds). Taps i in [ceil(frac) - lobes, ceil(frac) + lobes) at offset
+// (ceil(frac) - frac) + t, t = i - ceil(frac), zero outside the signal; the window is read from
+// `lookup` with linear interpolation, every step rounded as the CPU does (__f*_rn: no FMA
+// contraction). Only the sum over the taps is in another order (sequential FMA here). Inputs
+// are normalised as x * in_scale * in_mul + in_add; outputs are written as v * out_max, rounded
+// and saturated (floats: out_max = 0, as is).
+#define RESAMPLE_BLOCK 256
+
 template <typename Tin, typename Tout>
 __global__ void resample(const ResampleDesc *__restrict__ descs, const float *__restrict__ lookup,
                          float wscale, float wcenter, int lobes, float in_scale, float in_mul,
@@ -213,24 +221,31 @@ __global__ void resample(const ResampleDesc *__restrict__ descs, const float *__
   const ResampleDesc d = descs[blockIdx.z];
   const Tin *in = reinterpret_cast<const Tin *>(d.in_ptr);
   Tout *out = reinterpret_cast<Tout *>(d.out_ptr);
+  const float fscale = __double2float_rn(d.scale);
   for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < d.n_out;
        j += (long long)gridDim.x * blockDim.x) {
-    double pos = j * d.scale;
-    double base_d = floor(pos);
-    long long base = (long long)base_d;
-    float frac = (float)(pos - base_d);
-    int xc = (int)ceilf(frac);
+    const long long j0 = j - j % RESAMPLE_BLOCK;
+    const double start = (double)j0 * d.scale;
+    const double base_d = floor(start);
+    const long long base = (long long)base_d;
+    float frac = __double2float_rn(start - base_d);
+    for (long long k = j0; k < j; k++) frac = __fadd_rn(frac, fscale);
+    const float first = ceilf(frac);
+    const float off0 = __fsub_rn(first, frac);
+    const long long xc = (long long)first;
     long long i0 = xc - lobes, i1 = xc + lobes;
     if (i0 + base < 0) i0 = -base;
     if (i1 + base > d.n_in) i1 = d.n_in - base;
     for (long long c = 0; c < d.channels; c++) {
       float acc = 0.f;
       for (long long i = i0; i < i1; i++) {
-        float fi = ((float)i - frac) * wscale + wcenter;
-        float fl = floorf(fi);
-        int k = (int)fl;
-        float w = lookup[k] + (fi - fl) * (lookup[k + 1] - lookup[k]);
-        float x = load_f(in + (base + i) * d.channels + c) * in_scale * in_mul + in_add;
+        const float x_off = __fadd_rn(off0, (float)(i - xc));
+        const float fi = __fadd_rn(__fmul_rn(x_off, wscale), wcenter);
+        const float fl = floorf(fi);
+        const int k = (int)fl;
+        const float diff = __fsub_rn(lookup[k + 1], lookup[k]);
+        const float w = __fadd_rn(__fmul_rn(__fsub_rn(fi, fl), diff), lookup[k]);
+        const float x = load_f(in + (base + i) * d.channels + c) * in_scale * in_mul + in_add;
         acc += w * x;
       }
       out[j * d.channels + c] = out_max == 0.f ? Conv<Tout>::to(acc) : Conv<Tout>::to(acc * out_max);
