@@ -493,6 +493,20 @@ class Pipeline:
             count += 1
         self._executor.schedule(count)
 
+    def _prefetch(self) -> None:
+        """Fill the prefetch queue: queue iterations until ``prefetch_queue_depth`` of them are
+        pending (DALI's ``_prefetch``, which hand-written DALI iterators such as
+        DeepLearningExamples' SSD one call before every ``share_outputs``; topping up keeps
+        the queue bounded however often it is called)."""
+        self._use_scheduled_api()
+        self.build()
+        ex = self._executor
+        while ex.pending() < ex.depth:
+            before = ex.pending()
+            self._schedule()
+            if ex.pending() == before:  # the end of the data, or iter_setup() ended the epoch
+                break
+
     def share_outputs(self) -> tuple:
         """The next outputs, without giving the previous ones back."""
         self._use_scheduled_api()
