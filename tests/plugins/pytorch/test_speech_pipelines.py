@@ -414,15 +414,15 @@ def test_nemo_features(corpus, preprocessor):
         assert spec.shape[2] == int(lens.max())
         for s, n in zip(spec.numpy(), lens.numpy()[:, 0], strict=True):
             assert (s[:, n:] == 0).all()
-            # per feature: zero mean, unit (sample) std over the utterance's frames. The mean
-            # is a float32 (as DALI's), so features far from 0 relative to their spread (MFCCs
-            # of cut-off decibels) keep an offset of its rounding times 1/std (up to ~0.005
-            # here); a feature whose frames differ by less than float32 resolves at its level
-            # normalises to ~0 instead.
+            # per feature: zero mean, unit (sample) std over the utterance's frames. A feature
+            # at the decibel cut-off whose frames differ by a few float32 steps (a handful of
+            # distinct values) normalises as float32 arithmetic does, as in DALI: the rounding
+            # of its mean, relative to that tiny spread, leaves an offset; those are skipped.
             std = s[:, :n].std(axis=1, ddof=1)
-            live = std > 0.5
-            np.testing.assert_allclose(s[live, :n].mean(axis=1), 0, atol=1e-2)
+            distinct = np.array([len(np.unique(row[:n])) for row in s])
+            live = (std > 0.5) & (distinct > 3)
+            np.testing.assert_allclose(s[live, :n].mean(axis=1), 0, atol=1e-4)
             np.testing.assert_allclose(std[live], 1, rtol=1e-3)
-            assert (std[~live] < 0.1).all() and live.sum() >= s.shape[0] // 2
+            assert live.sum() >= s.shape[0] // 2
         total += len(lens)
     assert total == 7
