@@ -37,7 +37,7 @@ import numpy as np
 
 from ._conditionals import compact
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
-from .graph import DataNode, Operator, OpNode
+from .graph import DataNode, Operator, OpNode, Rows
 from .profiler import Profiler
 from .tensors import TensorListCPU
 
@@ -74,16 +74,6 @@ class _DenseBatch:
         slot.written = bytearray(b"\x01" * len(batch))
         slot.ragged = False
         return slot
-
-
-class Rows(list):
-    """The samples of one CPU batch that are also the rows of one array, ``array``: what an
-    operator that takes whole batches (``Operator.dense_inputs``, e.g. the ``.gpu()`` copy)
-    uses instead of the list. Replacing a skipped sample makes a plain list again."""
-
-    def __init__(self, samples, array: np.ndarray):
-        super().__init__(samples)
-        self.array = array
 
 
 class _EndOfData:

@@ -36,6 +36,18 @@ if TYPE_CHECKING:
     from .options import RuntimeOptions
 
 
+class Rows(list):
+    """The samples of one CPU batch (or the per-sample parameters of one operator) that are
+    also the rows of one array, ``array``: what code that takes whole batches uses instead of
+    the list (``Operator.dense_inputs``, e.g. the ``.gpu()`` copy; a random crop's draws).
+    Anything that reorders or subsets the list (a skipped sample's replacement, a conditional
+    branch) makes a plain list again, so ``array`` is always the list's own rows."""
+
+    def __init__(self, samples, array: np.ndarray):
+        super().__init__(samples)
+        self.array = array
+
+
 class Skipped:
     """What ``run_batch`` returns when it dropped samples (``on_error="skip"``): its outputs, in
     which the dropped samples hold anything, and ``samples`` = {sample index: error message}."""
@@ -288,7 +300,7 @@ class Operator:
             the thread pool: it runs on the stage thread (see ``executor.py``).
         dense_inputs: (GPU-stage operators) its CPU inputs are best given as one batch array:
             the CPU workers pack each sample into it as it finishes, and ``run_batch`` finds it
-            as ``inputs[k].array`` when every sample fitted (``executor.Rows``).
+            as ``inputs[k].array`` when every sample fitted (``graph.Rows``).
         concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
             each on its own stream. The GPU stage runs any other mixed operator in the lanes
             too, one call at a time (``executor_gpu.py``).

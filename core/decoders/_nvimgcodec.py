@@ -267,7 +267,9 @@ class MixedDecoder:
         )
         if todo:  # the crop as a view of the decoded image (no copy)
             hw = np.array([shapes[i][:2] for i in todo], np.int64)
-            wins = self.window.windows(hw[:, 0], hw[:, 1], np.stack([params[i] for i in todo]))
+            drawn = getattr(params, "array", None)
+            u = drawn[todo] if drawn is not None else np.stack([params[i] for i in todo])
+            wins = self.window.windows(hw[:, 0], hw[:, 1], u)
             for i, (y, x, h, w) in zip(todo, wins.tolist(), strict=True):
                 sy, sx, _ = strides[i]
                 ptrs[i] += y * sy + x * sx

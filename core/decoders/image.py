@@ -21,7 +21,7 @@ import numpy as np
 from .._dtype import parse_dtype
 from .._geometry.crop_window import RandomCropWindow
 from ..errors import ArgumentError, DecodeError, SampleSkipped
-from ..graph import Operator, Skipped, register
+from ..graph import Operator, Rows, Skipped, register
 from ..types import DALIImageType, to_image_type
 from . import _decode_process
 
@@ -362,7 +362,8 @@ class ImageDecoderRandomCrop(_DecoderBase):
         )
 
     def batch_params(self, n):
-        return list(self.window.draw(self.rng, n))
+        u = self.window.draw(self.rng, n)
+        return Rows(list(u), u)
 
     def run_sample(self, inputs, args, param):
         img = self.decode(inputs[0])
