@@ -18,9 +18,11 @@ process.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import pickle
+import stat
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,12 +33,20 @@ def read_run(view: memoryview, start: int, end: int, paths: list[str], first: in
     offsets, sizes = [], []
     pos = start
     for i, path in enumerate(paths, first):
-        try:
-            fd = os.open(path, os.O_RDONLY)
+        try:  # O_NONBLOCK: a FIFO does not wait for a writer (refused below)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as e:
             return ("error", i, e.errno, e.strerror)
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # FIFO, device, directory: refused by name
+                return (
+                    "error",
+                    i,
+                    errno.EINVAL,
+                    "not a regular file (a FIFO, device or directory)",
+                )
+            size = st.st_size
             if pos + size > end:
                 return ("big",)
             got = 0
