@@ -18,10 +18,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from .._argcheck import check_int
 from .._dtype import parse_dtype
 from .._geometry.crop_window import RandomCropWindow
+from .._image_header import claimed_size
 from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, Skipped, register
+from ..options import RuntimeOptions
 from ..types import DALIImageType, to_image_type
 from . import _decode_process
 
@@ -92,6 +95,14 @@ def decode_cpu(
     elif output_type != DALIImageType.BGR:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def as_decode_error(e: Exception, who: str) -> DecodeError:
+    """``e`` as a DecodeError: itself, or one naming ``who`` and the original error (OpenCV's
+    ``cv2.error``, a MemoryError, ...)."""
+    if isinstance(e, DecodeError):
+        return e
+    return DecodeError(f"{who}: {type(e).__name__}: {str(e).strip() or 'no message'}")
 
 
 def _exif_orientation(data: np.ndarray) -> int:
@@ -177,10 +188,18 @@ class _DecoderBase(Operator):
         on_error="raise",
         adjust_orientation=True,
         dtype=None,
+        max_pixels=None,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
         self.on_error = on_error
+        # None: the pipeline's RuntimeOptions.max_pixels, taken in prepare()
+        self._max_pixels_arg = (
+            None
+            if max_pixels is None
+            else check_int(max_pixels, "max_pixels", minimum=1, who=self.schema)
+        )
+        self.max_pixels = self._max_pixels_arg or RuntimeOptions.max_pixels
         self.adjust_orientation = bool(adjust_orientation)
         self.dtype = parse_dtype(dtype, self.schema, allowed=_DTYPES) or np.dtype(np.uint8)
         if self.device == "mixed" and not self.adjust_orientation:
@@ -204,6 +223,8 @@ class _DecoderBase(Operator):
 
     def prepare(self, ctx) -> None:
         self.decode_process = self.decode_process and ctx.runtime.decode_process
+        if self._max_pixels_arg is None:
+            self.max_pixels = ctx.runtime.max_pixels
 
     def prepare_gpu(self, ctx) -> None:
         # read by the nvImageCodec decoder when it is made (_nvimgcodec.MixedDecoder)
@@ -214,16 +235,38 @@ class _DecoderBase(Operator):
     def output_layouts(self, input_layouts):
         return ["HWC"]
 
+    def check_size(self, data: np.ndarray) -> None:
+        """Refuse an image whose header claims more than ``max_pixels`` pixels, before any
+        memory is taken for it (a decompression bomb: a 1 KB JPEG may claim 60000x60000).
+
+        Raises:
+            DecodeError: naming the format and the claimed size.
+        """
+        claim = claimed_size(data)
+        if claim is not None and claim[1] * claim[2] > self.max_pixels:
+            fmt, height, width = claim
+            raise DecodeError(
+                f"{self.schema}: the {fmt} header claims {width}x{height} pixels "
+                f"({width * height:,}), over max_pixels={self.max_pixels:,}; set max_pixels= "
+                "(or RuntimeOptions(max_pixels=...)) higher for images this large"
+            )
+
     def decode(self, data: np.ndarray) -> np.ndarray:
-        """``decode_cpu`` honouring ``on_error``."""
+        """``decode_cpu`` after ``check_size``, honouring ``on_error``: whatever the backend
+        raises (a corrupt file, OpenCV's own errors such as its size limit, memory) is a
+        ``DecodeError`` naming the operator and the reason, or a skipped sample."""
         try:
+            self.check_size(data)
             return decode_cpu(
                 data, self.output_type, self.adjust_orientation, self.dtype, file_channels=True
             )
-        except DecodeError as e:
+        except Exception as e:
+            err = as_decode_error(e, self.schema)
             if self.on_error == "skip":
-                raise SampleSkipped(str(e)) from e
-            raise
+                raise SampleSkipped(str(err)) from e
+            if err is e:
+                raise
+            raise err from e
 
     def gpu_impl(self):
         """The nvImageCodec implementation (built on first use by the GPU stage)."""
@@ -265,8 +308,15 @@ class ImageDecoder(_DecoderBase):
         on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
             ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
             sample of the same batch (all its outputs, label included), so batches stay full
-            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. On the
-            CPU and on the GPU (``"mixed"``) alike.
+            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. Any
+            failure counts (corrupt data, an unsupported format, OpenCV's or nvImageCodec's
+            own errors, an image over ``max_pixels``). A batch of bad samples only is
+            replaced by the next batch of the stream (``executor.py``). On the CPU and on the
+            GPU (``"mixed"``) alike.
+        max_pixels: (dlpipe extension) the most pixels (height x width) an image's header may
+            claim; more is a ``DecodeError`` naming the file and the size (or a skip), decided
+            before any memory is taken. Default: the pipeline's
+            ``RuntimeOptions.max_pixels``, 2**28.
     """
 
     schema = "decoders.image"
@@ -289,6 +339,7 @@ class ImageDecoder(_DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
         cache_size=0,
         cache_type="",
         memory_stats=False,
@@ -304,6 +355,7 @@ class ImageDecoder(_DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
 
     def run_sample(self, inputs, args, param):
@@ -344,6 +396,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
     ) -> None:
         self._setup_decoder(
             output_type,
@@ -354,6 +407,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
         self.window = RandomCropWindow(
             random_area, random_aspect_ratio, num_attempts, who=self.schema
