@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._argcheck import CPU_ONLY_DEVICE_ID, check_bool, check_int, is_int
+from ._skiplog import SkippedList
 from .errors import ArgumentError, ArgumentTypeError, PipelineError
 from .executor import Executor
 from .graph import (
@@ -389,6 +390,7 @@ class Pipeline:
             # what is read: not from external sources (feed_input / callbacks expect DALI's
             # prefetch count).
             0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
+            skipped_history=self._runtime.skipped_history,
         )
         self._built = True
 
@@ -565,10 +567,21 @@ class Pipeline:
         self.build()
         self._executor.profiler.write_trace(path)
 
-    def skipped(self) -> list[dict]:
+    def skipped(self) -> SkippedList:
         """Samples dropped by operators with ``on_error="skip"``, oldest first: dicts with
-        ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``."""
-        return list(self._executor.skipped) if self._executor is not None else []
+        ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``.
+
+        Bounded: the list holds the most recent ``RuntimeOptions.skipped_history`` records
+        (1000 by default); its ``total`` counts every skipped sample since the pipeline was
+        built and ``by_operator`` splits that count by operator name.
+
+        Example:
+            >>> s = pipe.skipped()
+            >>> print(s.total, s.by_operator, [r["file"] for r in s[-3:]])
+        """
+        if self._executor is None:
+            return SkippedList()
+        return self._executor.skipped.snapshot()
 
     # --- checkpoints ---------------------------------------------------------------------------
     @property

@@ -152,11 +152,32 @@ def test_skip_replaces_corrupt_samples_with_their_neighbours(
     pipe.close()
 
 
-def test_skip_with_every_sample_of_a_batch_bad_is_an_error(tmp_path):
+def test_skip_with_every_sample_of_a_batch_bad_takes_the_next_batch(tmp_path):
+    # the mixed decoder drops both samples of iteration 0: the executor hands out iteration
+    # 1 (files 2, 3) in its place, then iteration 2 (the next epoch: 0 and 1 bad again, so
+    # dropped too) is replaced by iteration 3 (files 2, 3)
     root = str(tmp_path)
     files = _colour_files(root, {0: "garbage", 1: "truncated"}, n=4)
     pipe = _skip_pipe(root, files, 2, random_crop=False)
-    with pytest.raises(DecodeError, match="every sample of iteration 0 was skipped"):
+    for _ in range(2):
+        _, labels = pipe.run()
+        assert labels.as_array().ravel().tolist() == [102, 103]
+    skipped = pipe.skipped()
+    assert [(s["file"], s["iteration"]) for s in skipped] == [
+        ("0.jpg", 0),
+        ("1.jpg", 0),
+        ("0.jpg", 2),
+        ("1.jpg", 2),
+    ]
+    assert skipped.total == 4
+    pipe.close()
+
+
+def test_skip_with_every_sample_bad_is_an_error_after_an_epoch(tmp_path):
+    root = str(tmp_path)
+    files = _colour_files(root, {0: "garbage", 1: "truncated"}, n=2)
+    pipe = _skip_pipe(root, files, 2, random_crop=False)
+    with pytest.raises(DecodeError, match=r"every sample skipped .*'0\.jpg', '1\.jpg'"):
         pipe.run()
     pipe.close()
 
