@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["claimed_size"]
+__all__ = ["claimed_size", "jpeg_frame"]
 
 # JPEG start-of-frame markers (SOF0-3, 5-7, 9-11, 13-15): the frame header holds the size
 _SOF = frozenset((0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
@@ -51,7 +51,24 @@ def claimed_size(data: np.ndarray | bytes) -> tuple[str, int, int] | None:
     return None
 
 
+def jpeg_frame(data: np.ndarray | bytes) -> tuple[int, int, int] | None:
+    """(height, width, components) of a JPEG's frame header: 4 components is CMYK or YCCK.
+    None when ``data`` is not a JPEG or its header cannot be read."""
+    buf = memoryview(data).cast("B") if isinstance(data, np.ndarray) else memoryview(data)
+    if bytes(buf[:2]) != b"\xff\xd8":
+        return None
+    try:
+        return _jpeg_frame(buf)
+    except (struct.error, IndexError):
+        return None
+
+
 def _jpeg(b: memoryview) -> tuple[int, int] | None:
+    frame = _jpeg_frame(b)
+    return None if frame is None else frame[:2]
+
+
+def _jpeg_frame(b: memoryview) -> tuple[int, int, int] | None:
     """Walk the marker segments to the first start-of-frame (before the start of scan)."""
     pos, n = 2, len(b)
     while pos + 4 <= n:
@@ -61,7 +78,7 @@ def _jpeg(b: memoryview) -> tuple[int, int] | None:
         if marker == 0xFF:  # fill byte
             pos += 1
         elif marker in _SOF:
-            return struct.unpack_from(">HH", b, pos + 5)
+            return (*struct.unpack_from(">HH", b, pos + 5), b[pos + 9])
         elif marker in (0xDA, 0xD9):  # scan or end before any frame header
             return None
         elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # no length

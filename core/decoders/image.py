@@ -21,7 +21,7 @@ import numpy as np
 from .._argcheck import check_int
 from .._dtype import parse_dtype
 from .._geometry.crop_window import RandomCropWindow
-from .._image_header import claimed_size
+from .._image_header import claimed_size, jpeg_frame
 from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, Skipped, register
 from ..options import RuntimeOptions
@@ -63,7 +63,10 @@ def decode_cpu(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
     any_data = output_type == DALIImageType.ANY_DATA and file_channels
-    if any_data:
+    frame = jpeg_frame(data) if head[:2] == b"\xff\xd8" else None
+    if frame is not None and frame[2] == 4:  # CMYK or YCCK: DALI's conversion, not OpenCV's
+        img = _decode_cmyk_jpeg(data, output_type == DALIImageType.GRAY, adjust_orientation)
+    elif any_data:
         # the file's own channels (gray stays 1, alpha is kept); OpenCV ignores the EXIF
         # orientation in this mode, so it is applied here
         img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
@@ -95,6 +98,44 @@ def decode_cpu(
     elif output_type != DALIImageType.BGR:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def _decode_cmyk_jpeg(data: np.ndarray, gray: bool, adjust_orientation: bool) -> np.ndarray:
+    """A CMYK or YCCK JPEG as BGR (or 2-D gray, when ``gray``), converted as DALI's CPU
+    decoder (nvImageCodec's libjpeg-turbo backend) does: ``R = (255 - C) * (255 - K) / 255``
+    rounded down, on the true (not Adobe-inverted) ink values, and gray as
+    ``0.299 R + 0.587 G + 0.114 B`` in float32, rounded down.
+
+    OpenCV's own conversion computes ``K - ((255 - C) * K >> 8)`` on the inverted values,
+    one or two levels higher than DALI on most pixels (Pillow rounds where DALI rounds
+    down: the two agree where K = 0, within one level elsewhere); so libjpeg-turbo decodes to CMYK
+    here through Pillow (same library, same IDCT and upsampling as OpenCV's), which also
+    undoes the Adobe inversion. The JPEG plugin is used directly: ``Image.open``'s
+    decompression-bomb limit is the decoder's ``max_pixels`` check, made before this.
+    """
+    from io import BytesIO
+
+    from PIL.JpegImagePlugin import JpegImageFile
+
+    with JpegImageFile(BytesIO(data.tobytes())) as im:
+        if im.mode != "CMYK":  # a 4-component frame Pillow reads otherwise: unsupported
+            raise DecodeError(f"decoders.image: a 4-component JPEG read as {im.mode!r}")
+        cmyk = np.asarray(im)
+        orientation = 1
+        if adjust_orientation:
+            try:
+                orientation = int(im.getexif().get(0x0112, 1))
+            except Exception:  # unreadable EXIF: as if there were none
+                orientation = 1
+    ink = 255 - cmyk.astype(np.int32)  # 255 - C, 255 - M, 255 - Y, 255 - K
+    rgb = ink[:, :, :3] * ink[:, :, 3:] // 255
+    if gray:
+        f = rgb.astype(np.float32)
+        y = np.float32(0.299) * f[:, :, 0] + np.float32(0.587) * f[:, :, 1]
+        img = (y + np.float32(0.114) * f[:, :, 2]).astype(np.uint8)
+    else:
+        img = np.ascontiguousarray(rgb[:, :, ::-1].astype(np.uint8))  # BGR, as OpenCV gives
+    return _orient(img, orientation if 1 <= orientation <= 8 else 1)
 
 
 def as_decode_error(e: Exception, who: str) -> DecodeError:
