@@ -62,6 +62,8 @@ def decode_cpu(
         raise DecodeError(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
+    if head[:4] == b"\x89PNG":
+        _check_png_chunks(data)
     any_data = output_type == DALIImageType.ANY_DATA and file_channels
     frame = jpeg_frame(data) if head[:2] == b"\xff\xd8" else None
     if frame is not None and frame[2] == 4:  # CMYK or YCCK: DALI's conversion, not OpenCV's
@@ -201,6 +203,32 @@ def _jpeg_has_end(data: np.ndarray) -> bool:
                 return False
             pos += 2 + length
     return False
+
+
+def _check_png_chunks(data: np.ndarray) -> None:
+    """Refuse a PNG whose chunks run past the end of the file (truncated, or a length field
+    a flipped bit made huge). OpenCV 5 reads such a chunk into a buffer of the claimed
+    length first: a 2 KB file claiming a 3.6 GB IDAT took 8 s and gigabytes of memory before
+    it failed. Walks the chunk headers only (a few per 100 KB), up to IEND.
+
+    Raises:
+        DecodeError: naming the chunk, where it starts and what it claims.
+    """
+    b = memoryview(data).cast("B")
+    pos, n = 8, len(b)
+    while pos < n:
+        if pos + 8 > n:
+            raise DecodeError(f"decoders.image: truncated PNG ({n} bytes, a chunk header cut)")
+        length = int.from_bytes(b[pos : pos + 4], "big")
+        kind = bytes(b[pos + 4 : pos + 8])
+        if pos + 12 + length > n:
+            raise DecodeError(
+                f"decoders.image: truncated or corrupt PNG: chunk {kind!r} at byte {pos} "
+                f"claims {length:,} bytes, {n - pos - 12:,} are left"
+            )
+        if kind == b"IEND":
+            return
+        pos += 12 + length
 
 
 def _scale_range(img: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -257,3 +257,24 @@ def test_skipped_keeps_counts_and_the_last_records(tmp_path):
 def test_skipped_history_is_checked():
     with pytest.raises(ValueError, match="skipped_history=-1"):
         RuntimeOptions(skipped_history=-1)
+
+
+# --- a PNG chunk longer than the file ---------------------------------------------------------
+
+
+def test_png_chunk_longer_than_the_file_is_refused_from_its_header(tmp_path):
+    # OpenCV 5 reads a chunk into a buffer of its claimed length first (8 s and GBs for a
+    # 2 KB file claiming a 3.6 GB IDAT): refused from the chunk headers instead
+    png = bytearray(cv2.imencode(".png", np.zeros((12, 16, 3), np.uint8))[1].tobytes())
+    at = png.index(b"IDAT") - 4
+    struct.pack_into(">I", png, at, 3_674_212_643)
+    files = _files(tmp_path, 2, {1: bytes(png)})
+    pipe = _pipe(files, 2, on_error="raise")
+    with pytest.raises(DecodeError, match=r"corrupt PNG: chunk b'IDAT' at byte \d+ claims 3,674"):
+        pipe.run()
+    pipe.close()
+    truncated = cv2.imencode(".png", np.zeros((12, 16, 3), np.uint8))[1].tobytes()[:-20]
+    pipe = _pipe(_files(tmp_path, 2, {0: truncated}), 2)
+    assert _labels(pipe.run()) == [1, 1]
+    assert "PNG" in pipe.skipped()[0]["error"]
+    pipe.close()
