@@ -332,6 +332,8 @@ class MixedDecoder:
         if blobs:
             try:
                 decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            except PipelineError:  # the decode process failed: not the data's doing
+                raise
             except Exception:
                 if not skip:
                     raise
