@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._argcheck import check_operator_args
 from .errors import ArgumentError, PipelineError
 
 if TYPE_CHECKING:
@@ -521,6 +522,7 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
     lo, hi = cls.num_inputs
     if not lo <= len(inputs) <= hi:
         raise ArgumentError(f"{schema}: takes {lo}..{hi} inputs, got {len(inputs)}")
+    check_operator_args(cls, schema, static)  # a str where a number goes: named here
     if "device" not in static:
         # DALI: "gpu" when any positional input is on the GPU, else "cpu".
         static["device"] = "gpu" if any(x.device == "gpu" for x in inputs) else "cpu"

@@ -39,7 +39,7 @@ from ..errors import DecodeError, PipelineError, require_extra
 from ..types import DALIImageType
 from . import _decode_process
 from ._codec import decode_blobs, decode_params, decoder_options, new_decoder
-from .image import _jpeg_has_end, decode_cpu
+from .image import _jpeg_has_end, as_decode_error, decode_cpu
 
 # Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
 # while the process runs: a decoder destroyed while its images are alive, or (from the garbage
@@ -208,11 +208,14 @@ class MixedDecoder:
         n = len(samples)
         skipped: dict[int, str] = {}
 
-        def failed(i: int, e: DecodeError) -> None:
+        def failed(i: int, e: Exception) -> None:
+            err = as_decode_error(e, "decoders.image")
             if not skip:
-                e.sample_index = i
-                raise e
-            skipped[i] = str(e)
+                err.sample_index = i
+                if err is e:
+                    raise err
+                raise err from e
+            skipped[i] = str(err)
 
         ptrs = [0] * n
         shapes: list = [None] * n
@@ -220,6 +223,11 @@ class MixedDecoder:
         owners: list = [None] * n
         blobs, where, cpu = [], [], []
         for i, data in enumerate(samples):
+            try:  # a header claiming more than max_pixels: refused before any memory is taken
+                self.op.check_size(data)
+            except DecodeError as e:
+                failed(i, e)
+                continue
             if data.size < 4 or not self.gpu_output:
                 cpu.append(i)
                 continue
@@ -243,7 +251,16 @@ class MixedDecoder:
             where.append(i)
         done = set()
         if blobs:
-            decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            try:
+                decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            except PipelineError:  # the decode process failed: not the data's doing
+                raise
+            except Exception:
+                if not skip:
+                    raise
+                # with skip, a batch the GPU backends refuse as a whole is decoded one by
+                # one on the CPU, which names (and skips) the bad samples
+                decoded, done = [None] * len(blobs), set()
             for i, got in zip(where, decoded, strict=True):
                 if got is None:
                     cpu.append(i)
@@ -253,7 +270,7 @@ class MixedDecoder:
             done.discard(i)
             try:
                 img = decode_cpu(samples[i], self.output_type)
-            except DecodeError as e:
+            except Exception as e:  # any error of the CPU backend (OpenCV's own too)
                 failed(i, e)
                 continue
             arr = self.cupy.asarray(img)  # on the current (pipeline) stream

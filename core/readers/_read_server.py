@@ -15,8 +15,10 @@ memfd, cut into slots (``_read_process.py``), which the server maps as requests 
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 from dataclasses import dataclass
 
 
@@ -65,12 +67,17 @@ def read_run(view: memoryview, start: int, end: int, paths: list[str], first: in
     offsets, sizes = [], []
     pos = start
     for i, path in enumerate(paths, first):
-        try:
-            fd = os.open(path, os.O_RDONLY)
+        try:  # O_NONBLOCK: a FIFO does not wait for a writer (refused below)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as e:
             return ReadFailed(i, e.errno, e.strerror)
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # FIFO, device, directory: refused by name
+                return ReadFailed(
+                    i, errno.EINVAL, "not a regular file (a FIFO, device or directory)"
+                )
+            size = st.st_size
             if pos + size > end:
                 return None
             got = 0
