@@ -9,7 +9,7 @@ operator or a plugin is used.
 
 from __future__ import annotations
 
-from . import fn, ops, types
+from . import fn, math, ops, types
 from .errors import (
     ArgumentError,
     DataNotFoundError,
@@ -19,8 +19,9 @@ from .errors import (
     MissingExtraError,
     PipelineError,
 )
+from .operators.subscript import newaxis
 from .pipeline import Pipeline, pipeline_def
-from .tensors import TensorCPU, TensorListCPU
+from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 from .visualize import show_images
 
 __version__ = "0.1.0"
@@ -35,8 +36,12 @@ __all__ = [
     "Pipeline",
     "PipelineError",
     "TensorCPU",
+    "TensorGPU",
     "TensorListCPU",
+    "TensorListGPU",
     "fn",
+    "math",
+    "newaxis",
     "ops",
     "pipeline_def",
     "show_images",

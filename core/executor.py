@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ._conditionals import compact
 from ._malloc import tune_malloc
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode
@@ -258,11 +259,16 @@ class Executor:
         # finishes the iteration before. Not with sources (feed_input, callbacks): DALI calls
         # those once per iteration scheduled, not earlier.
         self._prefetchers = (
-            [n for n in self.cpu_ops if type(n.op).prefetch is not Operator.prefetch]
+            [
+                n
+                for n in self.cpu_ops
+                if type(n.op).prefetch is not Operator.prefetch and n.scope is None
+            ]
             if run_async and not any(n.op.provides_batch for n in self.cpu_ops)
             else []
         )
         self._ahead: Workspace | None = None  # the next iteration, drawn
+        self._source_info_ops = [n for n in self.cpu_ops if getattr(n.op, "needs_source_info", 0)]
         if num_threads > 1:
             tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
@@ -553,9 +559,19 @@ class Executor:
                 node = nodes[0]
                 inputs = [ws.values[x] for x in node.inputs]
                 args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+                params = ws.params[node]
+                idx = None  # conditionals: the operator sees only its branch's samples
+                if node.scope is not None:
+                    idx = node.scope.indices(ws.values, n)
+                    if len(idx) < n:
+                        inputs = [compact(v, idx) for v in inputs]
+                        args = {k: compact(v, idx) for k, v in args.items()}
+                        params = compact(params, idx)
+                    else:
+                        idx = None
                 start = perf_counter()
                 try:
-                    outs = node.op.run_batch_cpu(inputs, args, ws.params[node])
+                    outs = node.op.run_batch_cpu(inputs, args, params)
                 except BaseException as e:  # the sample named by the operator, else the first
                     i = int(getattr(e, "sample_index", 0))
                     raise _sample_error(e, node, i, ws) from None
@@ -565,6 +581,11 @@ class Executor:
                     {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
                 )
                 for out, vals in zip(node.outputs, outs, strict=True):
+                    if idx is not None:  # back to the batch's positions
+                        full = [None] * n
+                        for j, v in zip(idx, vals, strict=True):
+                            full[j] = v
+                        vals = full
                     if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                         ws.dense[out] = _DenseBatch.of(vals)
                         # (0-d rows stay arrays)
@@ -604,6 +625,8 @@ class Executor:
             if node.op.is_reader and source_info is None and params is not None:
                 source_info = [node.op.source_info(p) for p in params]
         ws.source_info = source_info or [""] * n
+        for node in self._source_info_ops:  # fn.get_property(key="source_info")
+            ws.params[node] = list(ws.source_info)
         for node in self.gpu_ops:  # their random numbers too, in order, before the snapshot
             ws.params[node] = node.op.batch_params(n)
         if self.snapshot is not None:
@@ -697,6 +720,8 @@ class Executor:
     @staticmethod
     def _run_one(node: OpNode, i: int, ws: Workspace) -> None:
         values = ws.values
+        if node.scope is not None and not node.scope.selects(values, i):
+            return  # conditionals: the sample took another branch (its value stays None)
         inputs = tuple(values[x][i] for x in node.inputs)
         args = {k: values[x][i] for k, x in node.arg_nodes.items()}
         params = ws.params[node]

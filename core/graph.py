@@ -84,7 +84,26 @@ class LaneContext:
 
 
 class DataNode:
-    """A symbolic batch: one output of one operator in a pipeline graph."""
+    """A symbolic batch: one output of one operator in a pipeline graph.
+
+    Besides feeding operators, DataNodes form expressions, as in DALI: arithmetic
+    (``+ - * / // % **``, unary ``-``/``+``), comparisons (``== != < <= > >=``, giving bool),
+    bitwise ``& | ^``, with DataNodes, Python scalars or ``types.Constant`` on either side;
+    subscripts (``x[0]``, ``x[1:3]``, ``x[:, ::2]``, ``x[..., dlpipe.newaxis]``); and
+    ``x.shape()``. One expression tree becomes one operator (``operators/arithmetic.py``).
+
+    Example:
+        >>> with pipe:
+        ...     images, labels = fn.readers.file(file_root=root)
+        ...     scaled = fn.cast(fn.decoders.image(images), dtype=types.FLOAT) / 255 - 0.5
+        ...     pipe.set_outputs(scaled, labels[0])
+    """
+
+    # numpy defers to the DataNode's reflected operators (``np.float32(2) * node``,
+    # ``np.array([1, 2]) * node``) instead of broadcasting over it as an object.
+    __array_ufunc__ = None
+    # The comparison operators build graph nodes, so DataNodes hash by identity.
+    __hash__ = object.__hash__
 
     def __init__(self, name: str, device: str, source: OpNode | None):
         self.name = name
@@ -111,6 +130,137 @@ class DataNode:
 
     def __repr__(self) -> str:
         return f"DataNode(name={self.name!r}, device={self.device!r})"
+
+    # --- expressions (operators/arithmetic.py) ------------------------------------------
+    def _op(self, name: str, *inputs) -> DataNode:
+        from .operators.arithmetic import arithm_op
+
+        return arithm_op(name, *inputs)
+
+    def __add__(self, other):
+        return self._op("add", self, other)
+
+    def __radd__(self, other):
+        return self._op("add", other, self)
+
+    def __sub__(self, other):
+        return self._op("sub", self, other)
+
+    def __rsub__(self, other):
+        return self._op("sub", other, self)
+
+    def __mul__(self, other):
+        return self._op("mul", self, other)
+
+    def __rmul__(self, other):
+        return self._op("mul", other, self)
+
+    def __pow__(self, other):
+        return self._op("pow", self, other)
+
+    def __rpow__(self, other):
+        return self._op("pow", other, self)
+
+    def __truediv__(self, other):
+        return self._op("fdiv", self, other)
+
+    def __rtruediv__(self, other):
+        return self._op("fdiv", other, self)
+
+    def __floordiv__(self, other):
+        return self._op("div", self, other)
+
+    def __rfloordiv__(self, other):
+        return self._op("div", other, self)
+
+    def __mod__(self, other):
+        return self._op("mod", self, other)
+
+    def __rmod__(self, other):
+        return self._op("mod", other, self)
+
+    def __neg__(self):
+        return self._op("minus", self)
+
+    def __pos__(self):
+        return self  # DALI: unary + is a no-op, no operator is added
+
+    def __eq__(self, other):
+        return self._op("eq", self, other)
+
+    def __ne__(self, other):
+        return self._op("neq", self, other)
+
+    def __lt__(self, other):
+        return self._op("lt", self, other)
+
+    def __le__(self, other):
+        return self._op("leq", self, other)
+
+    def __gt__(self, other):
+        return self._op("gt", self, other)
+
+    def __ge__(self, other):
+        return self._op("geq", self, other)
+
+    def __and__(self, other):
+        return self._op("bitand", self, other)
+
+    def __rand__(self, other):
+        return self._op("bitand", other, self)
+
+    def __or__(self, other):
+        return self._op("bitor", self, other)
+
+    def __ror__(self, other):
+        return self._op("bitor", other, self)
+
+    def __xor__(self, other):
+        return self._op("bitxor", self, other)
+
+    def __rxor__(self, other):
+        return self._op("bitxor", other, self)
+
+    def __bool__(self):
+        raise TypeError(
+            '"DataNode" was used in conditional context - it might have been used in truth'
+            " evaluation for `if` statement, logical expression or cast to a boolean."
+            " To use conditional execution via `if` statements you need to specify"
+            " `enable_conditionals=True` in `@dlpipe.pipeline_def` decorator."
+            " You can read more about conditional execution in docs/graph-language.md."
+            " Bool conversion can be achieved with the `cast` operator."
+        )
+
+    def __iter__(self):
+        raise TypeError(
+            f"DataNode {self.name!r} is not iterable: it stands for a whole batch. An operator "
+            "with several outputs returns a tuple of DataNodes; to take elements of each "
+            "sample, index the node (x[0], x[1:3])"
+        )
+
+    def __getitem__(self, index) -> DataNode:
+        from .operators.subscript import subscript
+
+        return subscript(self, index)
+
+    def shape(self, *, dtype=None, device: str = "cpu") -> DataNode:
+        """The per-sample shapes of this node, as a new node (``fn.shapes``): a 1-D INT64
+        tensor per sample (or ``dtype``), on ``device``."""
+        if device == "cpu" and self.device == "gpu":
+            self.cpu()  # raises: no GPU -> CPU in the graph
+        kwargs = {"device": device} if dtype is None else {"device": device, "dtype": dtype}
+        return _call_operator("shapes", (self,), kwargs)[0]
+
+    def property(self, key: str, *, device: str = "cpu") -> DataNode:
+        """A metadata property of each sample (``fn.get_property``): ``"source_info"`` (where
+        the sample came from) or ``"layout"``, as a 1-D uint8 tensor per sample."""
+        if device == "cpu" and self.device == "gpu":
+            self.cpu()
+        return _call_operator("get_property", (self,), {"key": key, "device": device})[0]
+
+    def source_info(self, *, device: str = "cpu") -> DataNode:
+        """``self.property("source_info")``."""
+        return self.property("source_info", device=device)
 
 
 class Operator:
@@ -161,7 +311,13 @@ class Operator:
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)
 
     def __init__(
-        self, device: str = "cpu", seed: int | None = None, name: str | None = None, **kwargs: Any
+        self,
+        device: str = "cpu",
+        seed: int | None = None,
+        name: str | None = None,
+        bytes_per_sample_hint: int | Sequence[int] | None = None,
+        preserve: bool = False,
+        **kwargs: Any,
     ):
         if device not in self.devices:
             raise ArgumentError(
@@ -173,7 +329,13 @@ class Operator:
         self.device = device
         self.seed = seed
         self.name = name
+        # Accepted on every operator, as in DALI: a memory hint (dlpipe sizes outputs itself)
+        # and "keep this operator even if nothing uses its outputs".
+        self.bytes_per_sample_hint = bytes_per_sample_hint
+        self.preserve = bool(preserve)
         self.rng: np.random.Generator | None = None
+        # another instance whose draws this one repeats (the input sets of one call)
+        self.seed_source: Operator | None = None
         # Per-operator defaults filled in by subclasses from kwargs.
         self.setup(**kwargs)
 
@@ -269,6 +431,9 @@ class OpNode:
         self.arg_nodes = dict(arg_nodes)
         self.name = name
         self.outputs: list[DataNode] = []
+        # The branch of an `if` on a DataNode this node runs in (_conditionals.Scope), or
+        # None: every sample. Set by _call_operator.
+        self.scope = None
 
     @property
     def device(self) -> str:
@@ -280,6 +445,8 @@ class OpNode:
 
 # --- registry ---------------------------------------------------------------------------------
 
+# Arguments every operator takes (Operator.__init__), besides its own.
+COMMON_ARGS = frozenset({"device", "seed", "name", "bytes_per_sample_hint", "preserve"})
 REGISTRY: dict[str, type[Operator]] = {}
 LEGACY_NAMES: dict[str, str] = {}  # ops.FileReader -> "readers.file"
 
@@ -350,11 +517,33 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
     _check_placement(op, inputs)
     name = op.name or f"__{cls.__name__}_{pipe._next_op_id()}"
     node = OpNode(op, inputs, arg_nodes, name)
+    node.scope = _node_scope(pipe, op, [*inputs, *arg_nodes.values()])
     node.outputs = [
         DataNode(f"{name}[{i}]", dev, node) for i, dev in enumerate(op.output_devices())
     ]
     pipe._add_op(node)
     return op.after_call(node.outputs)
+
+
+def _node_scope(pipe, op: Operator, inputs: Sequence[DataNode]):
+    """The conditional scope of a new node (``_conditionals.py``): the current ``if`` branch,
+    or the whole batch for an operator without DataNode inputs (as in DALI).
+
+    Raises:
+        PipelineError: an input made inside a branch, used outside it.
+    """
+    scope = getattr(pipe, "_scope", None)
+    for x in inputs:
+        src_scope = x.source.scope if x.source is not None else None
+        if src_scope is None or getattr(op, "reads_child_scopes", False):
+            continue
+        if scope is None or not scope.within(src_scope):
+            raise PipelineError(
+                f"{op.schema}: the input {x.name!r} was produced inside a branch of an `if` on "
+                "a DataNode and is used outside that branch; assign it to a variable in both "
+                "branches so that it is merged after the `if`"
+            )
+    return scope if inputs else None
 
 
 def _check_placement(op: Operator, inputs: Sequence[DataNode]) -> None:
@@ -368,19 +557,72 @@ def _check_placement(op: Operator, inputs: Sequence[DataNode]) -> None:
             raise PipelineError(f"{op.schema}: a mixed operator takes CPU inputs, got {x.name!r}")
 
 
+def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
+    """One operator call, as ``fn.<schema>`` returns it: a node, or a tuple of nodes.
+
+    DALI's *input sets*: positional inputs given as lists (``fn.slice([image, mask], ...)``)
+    apply the operator to each set with the same arguments and the same random draws, so an
+    image and its mask get the same window. Each set is an operator instance of its own, the
+    later ones drawing from a copy of the first's generator (``Operator.seed_source``).
+    Returns a list with one entry per set; for an operator of several outputs, a tuple with a
+    list per output (``a, b = fn.op([x, y])`` for one output; ``outs[k][i]``: output ``k`` of
+    set ``i``)."""
+    sets = [i for i, x in enumerate(inputs) if isinstance(x, list | tuple)]
+    if not sets:
+        outs = _call_operator(schema, inputs, kwargs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    lengths = sorted({len(inputs[i]) for i in sets})
+    if len(lengths) > 1 or lengths[0] == 0:
+        raise ArgumentError(
+            f"{schema}: input sets must be non-empty lists of one length, got lengths {lengths}"
+        )
+    per_set, first = [], None
+    for k in range(lengths[0]):
+        one = [x[k] if i in sets else x for i, x in enumerate(inputs)]
+        outs = _call_operator(schema, one, kwargs)
+        op = outs[0].source.op if outs and outs[0].source is not None else None
+        if first is None:
+            first = op
+        elif op is not None:
+            op.seed_source = first
+        per_set.append(outs)
+    if len(per_set[0]) == 1:
+        return [outs[0] for outs in per_set]
+    return tuple([outs[j] for outs in per_set] for j in range(len(per_set[0])))
+
+
 def make_fn(schema: str) -> Callable[..., Any]:
     """The ``fn.<schema>`` function: builds one operator instance, returns its output node(s)."""
     cls = REGISTRY[schema]
 
     def fn(*inputs, **kwargs):
         inputs, kwargs = _positional_to_kwargs(cls, inputs, kwargs)
-        outs = _call_operator(schema, inputs, kwargs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return call_with_input_sets(schema, inputs, kwargs)
 
     fn.__module__ = "dlpipe.fn"
     fn.__name__ = schema.rsplit(".", 1)[-1]
     fn.__qualname__ = fn.__name__
     fn.__doc__ = cls.__doc__
+    return fn
+
+
+def make_alias_fn(alias: str, schema: str) -> Callable[..., Any]:
+    """A deprecated ``fn`` name (``fn.image_decoder``): warns, then calls ``fn.<schema>``."""
+    import warnings
+
+    target = make_fn(schema)
+
+    def fn(*inputs, **kwargs):
+        warnings.warn(
+            f"fn.{alias} is deprecated: use fn.{schema} instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return target(*inputs, **kwargs)
+
+    fn.__module__ = "dlpipe.fn"
+    fn.__name__ = fn.__qualname__ = alias
+    fn.__doc__ = f"Deprecated alias of ``fn.{schema}``.\n\n{target.__doc__ or ''}"
     return fn
 
 
@@ -407,15 +649,14 @@ def make_ops_class(schema: str) -> type:
         __doc__ = cls.__doc__
 
         def __init__(self, **kwargs):
-            unknown = set(kwargs) - cls.accepted_args() - {"device", "seed", "name"}
+            unknown = set(kwargs) - cls.accepted_args() - COMMON_ARGS
             unknown -= cls.arg_inputs
             if unknown:
                 raise ArgumentError(f"{schema}: unknown argument(s) {sorted(unknown)}")
             self._kwargs = kwargs
 
         def __call__(self, *inputs, **arg_inputs):
-            outs = _call_operator(schema, inputs, {**self._kwargs, **arg_inputs})
-            return outs[0] if len(outs) == 1 else tuple(outs)
+            return call_with_input_sets(schema, inputs, {**self._kwargs, **arg_inputs})
 
     LegacyOp.__name__ = LegacyOp.__qualname__ = cls.ops_name or schema_to_class_name(schema)
     LegacyOp.__module__ = "dlpipe.ops"

@@ -33,6 +33,7 @@ from .graph import (
     pop_pipeline,
     push_pipeline,
 )
+from .operators.arithmetic import fuse_expressions
 from .options import RuntimeOptions
 from .types import to_dali_dtype
 
@@ -302,12 +303,16 @@ class Pipeline:
             raise PipelineError(
                 "the pipeline has no outputs: call set_outputs() or use @pipeline_def"
             )
-        ops = self._reachable_ops()
+        ops = fuse_expressions(self._reachable_ops(), self._outputs)  # one op per expression
         seeds = np.random.SeedSequence(self._seed).generate_state(max(1, len(self._ops)), np.uint32)
         for i, node in enumerate(self._ops):
             op = node.op
             if op.is_random:
                 op.bind_rng(op.seed if op.seed is not None and op.seed >= 0 else int(seeds[i]))
+        for node in self._ops:  # input sets of one call draw the same numbers (graph.py)
+            source = node.op.seed_source
+            if node.op.is_random and source is not None and source.rng is not None:
+                node.op.rng.bit_generator.state = source.rng.bit_generator.state
         for node in ops:
             if node.op.is_reader:  # by instance name: name=, or the generated one (DALI)
                 self._readers[node.name] = node.op
@@ -363,6 +368,7 @@ class Pipeline:
     def _reachable_ops(self) -> list[OpNode]:
         seen: set[int] = set()
         stack = [x.source for x in self._outputs if x.source is not None]
+        stack += [n for n in self._ops if n.op.preserve]  # preserve=True: never pruned
         while stack:
             node = stack.pop()
             if id(node) in seen:
@@ -684,14 +690,32 @@ def pipeline_def(
     (a "shadows" warning if it is also a Pipeline argument), otherwise to the Pipeline; call-time
     Pipeline arguments override the decorator's. The function's return value (a node, a tuple
     of nodes or None) becomes the pipeline outputs.
+
+    With ``enable_conditionals=True`` the function's ``if``/``elif``/``else``, ``and``, ``or``
+    and ``not`` also work on DataNodes holding one scalar per sample: each sample takes its own
+    branch (``_conditionals.py``; the function's source is rewritten once, here).
+
+    Example:
+        >>> @pipeline_def(enable_conditionals=True, batch_size=8, num_threads=2, device_id=0)
+        ... def pipe():
+        ...     jpegs, labels = fn.readers.file(file_root=root)
+        ...     images = fn.decoders.image(jpegs)
+        ...     if fn.random.coin_flip():
+        ...         images = fn.flip(images)
+        ...     return images, labels
     """
-    if enable_conditionals:
-        raise ArgumentError("enable_conditionals=True is not supported: dlpipe has no AutoGraph")
+
+    pipeline_kwargs.pop("debug", None)  # DALI's debug mode: the graph runs as usual here
 
     def decorator(func: Callable) -> Callable[..., Pipeline]:
         params = inspect.signature(func).parameters
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"@pipeline_def function {func.__name__!r} must not take **kwargs")
+        graph_fn = func
+        if enable_conditionals:
+            from ._conditionals import convert
+
+            graph_fn = convert(func)
 
         @functools.wraps(func)
         def create_pipeline(*args, **kwargs) -> Pipeline:
@@ -710,8 +734,9 @@ def pipeline_def(
                 else:
                     pipe_kwargs[k] = v
             pipe = Pipeline(**{**pipeline_kwargs, **pipe_kwargs})
+            pipe._scope = None  # the current `if` branch while tracing (_conditionals.py)
             with pipe:
-                outs = func(*args, **fn_kwargs)
+                outs = graph_fn(*args, **fn_kwargs)
             if outs is None:
                 outs = ()
             elif isinstance(outs, DataNode):
@@ -722,3 +747,20 @@ def pipeline_def(
         return create_pipeline
 
     return decorator(fn) if fn is not None else decorator
+
+
+def _make_experimental():
+    """``dlpipe.pipeline.experimental``: DALI's ``nvidia.dali.pipeline.experimental`` path,
+    whose ``pipeline_def`` is the same decorator (its ``debug=`` argument is accepted)."""
+    import sys
+    import types
+
+    mod = types.ModuleType(
+        __name__ + ".experimental", "DALI's nvidia.dali.pipeline.experimental (pipeline_def)."
+    )
+    mod.pipeline_def = pipeline_def
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+experimental = _make_experimental()

@@ -157,3 +157,46 @@ class TensorListCPU:
 
     def __repr__(self) -> str:
         return f"TensorListCPU(len={len(self)}, dtype={self.dtype.name}, layout={self._layout!r})"
+
+
+class _LazyGpuClass(type):
+    """Metaclass of the GPU class stand-ins below: ``dlpipe.tensors.TensorListGPU`` imports
+    without CuPy; ``isinstance`` is answered by the real class once ``tensors_gpu`` is loaded
+    (nothing can be an instance before), and calling it builds the real class (which needs
+    CuPy)."""
+
+    def _real(cls):
+        from . import tensors_gpu  # imports cupy: MissingExtraError-worthy when absent
+
+        return getattr(tensors_gpu, cls.__name__)
+
+    def __instancecheck__(cls, obj) -> bool:
+        import sys
+
+        mod = sys.modules.get(__package__ + ".tensors_gpu")
+        return mod is not None and isinstance(obj, getattr(mod, cls.__name__))
+
+    def __subclasscheck__(cls, sub) -> bool:
+        import sys
+
+        mod = sys.modules.get(__package__ + ".tensors_gpu")
+        return mod is not None and issubclass(sub, getattr(mod, cls.__name__))
+
+    def __call__(cls, *args, **kwargs):
+        from .errors import require_extra
+
+        require_extra("cupy", "cuda13")
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name):
+        if name.startswith("__"):  # introspection (inspect, pickle, doctest) must not load CuPy
+            raise AttributeError(name)
+        return getattr(cls._real(), name)
+
+
+class TensorListGPU(metaclass=_LazyGpuClass):
+    """A batch of GPU samples (``tensors_gpu.TensorListGPU``; needs CuPy to be made)."""
+
+
+class TensorGPU(metaclass=_LazyGpuClass):
+    """One GPU sample (``tensors_gpu.TensorGPU``; needs CuPy to be made)."""

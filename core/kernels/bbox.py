@@ -80,3 +80,95 @@ def bb_flip_batch(boxes, flags, ltrb: bool, stream=None):
     grid = (blocks_for(counts.max()), len(s), 1)
     _get_bb_flip_kernel(bool(ltrb), s.device_id)(grid, (_THREADS, 1, 1), (dev,), stream=stream)
     return out
+
+
+ENCODE_DESC = np.dtype(
+    [(f, "<i8") for f in ("boxes", "labels", "out_boxes", "out_labels", "scratch", "n")]
+)
+ENCODER_THREADS = 256  # BOX_ENCODER_THREADS in bbox.cu
+
+
+@functools.cache
+def _get_box_encode_kernel(offset: bool, device_id: int):
+    return get_function("bbox.cu", f"box_encode<{'true' if offset else 'false'}>", device_id)
+
+
+def encoder_params(means, stds, scale, criteria) -> np.ndarray:
+    """The float parameters of a box_encode launch: means[4], stds[4], scale, criteria."""
+    return np.concatenate(
+        [np.asarray(means, np.float32), np.asarray(stds, np.float32), [scale, criteria]]
+    ).astype(np.float32)
+
+
+def encode_descriptors(boxes, labels, out_boxes, out_labels, scratch, counts) -> np.ndarray:
+    """One descriptor per sample: its boxes, labels, outputs and scratch rows."""
+    d = np.zeros(len(counts), ENCODE_DESC)
+    d["boxes"], d["labels"], d["n"] = boxes, labels, counts
+    d["out_boxes"], d["out_labels"], d["scratch"] = out_boxes, out_labels, scratch
+    return d
+
+
+@stream_scoped
+def box_encoder_batch(boxes, labels, anchors, criteria, offset, scale, means, stds, stream=None):
+    """Encode a batch against ``anchors`` ((A, 4) ltrb, host float32) on the GPU: one block per
+    sample. Returns dense (N, A, 4) float32 boxes and (N, A) int32 labels."""
+    import cupy
+
+    b = contiguous_samples(boxes)
+    lab = contiguous_samples(labels)
+    if b.dtype != np.float32:
+        raise TypeError(f"box_encoder: bounding boxes must be float32, got {b.dtype}")
+    if lab.dtype != np.int32:
+        raise TypeError(f"box_encoder: labels must be int32 on the GPU, got {lab.dtype}")
+    counts = box_counts(b.shapes, "box_encoder")
+    label_counts = lab.shapes.prod(axis=1) if len(lab) else np.zeros(0, np.int64)
+    if len(b) != len(lab) or (label_counts != counts).any():
+        raise ValueError(
+            f"box_encoder: the labels ({label_counts.tolist()}) do not match the boxes "
+            f"({counts.tolist()}) sample by sample"
+        )
+    n, num = len(b), len(anchors)
+    out_boxes = cupy.empty((n, num, 4), np.float32)
+    out_labels = cupy.empty((n, num), np.int32)
+    if n == 0 or num == 0:
+        return out_boxes, out_labels
+    anchors = np.ascontiguousarray(anchors, np.float32).reshape(-1, 4)
+    cwh = np.empty_like(anchors)
+    cwh[:, 0] = np.float32(0.5) * (anchors[:, 0] + anchors[:, 2])
+    cwh[:, 1] = np.float32(0.5) * (anchors[:, 1] + anchors[:, 3])
+    cwh[:, 2:] = anchors[:, 2:] - anchors[:, :2]
+    dev_anchors = _device_anchors(anchors, cwh, b.device_id, stream)
+    scratch = cupy.empty((n, 2 * num), np.int32)
+    rows = np.arange(n, dtype=np.uint64)
+    descs = encode_descriptors(
+        b.ptrs,
+        lab.ptrs,
+        np.uint64(out_boxes.data.ptr) + rows * np.uint64(num * 16),
+        np.uint64(out_labels.data.ptr) + rows * np.uint64(num * 4),
+        np.uint64(scratch.data.ptr) + rows * np.uint64(num * 8),
+        counts,
+    )
+    dev = upload(descs, stream)
+    params = upload(encoder_params(means, stds, scale, criteria), stream)
+    kernel = _get_box_encode_kernel(bool(offset), b.device_id)
+    kernel(
+        (n, 1, 1),
+        (ENCODER_THREADS, 1, 1),
+        (dev, dev_anchors[0], dev_anchors[1], params, np.int32(num)),
+        stream=stream,
+    )
+    return out_boxes, out_labels
+
+
+_ANCHORS: dict = {}  # (anchor bytes hash, device) -> (ltrb, cwh) on the device
+
+
+def _device_anchors(anchors: np.ndarray, cwh: np.ndarray, device_id: int, stream):
+    """The anchors on the device, uploaded once per set of anchors and device."""
+    key = (hash(anchors.tobytes()), anchors.shape, device_id)
+    hit = _ANCHORS.get(key)
+    if hit is None:  # kept for other pipelines' streams too: wait for the copy once
+        hit = (upload(anchors, stream), upload(cwh, stream))
+        stream.synchronize()
+        _ANCHORS[key] = hit
+    return hit

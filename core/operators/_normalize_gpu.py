@@ -59,7 +59,7 @@ def normalize_gpu(op, samples, args: dict, stream):
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
     keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
-    counts = np.array([int(np.prod(sh[axes])) if axes else 1 for sh in s.shapes], np.int64)
+    counts = np.array([int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64)
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:

@@ -68,11 +68,9 @@ class LookupTable(Operator):
     def run_sample(self, inputs, args, param):
         x = inputs[0]
         self._check(x.dtype)
-        if x.dtype.kind == "i":
-            idx = np.where((x >= 0) & (x < TABLE_SIZE), x, TABLE_SIZE)
-        else:
-            idx = np.where(x < TABLE_SIZE, x, TABLE_SIZE)
-        return self.table[idx.astype(np.int64)]
+        wide = x.astype(np.int64)  # keys of any integer type; TABLE_SIZE fits none below 32 bits
+        idx = np.where((wide >= 0) & (wide < TABLE_SIZE), wide, TABLE_SIZE)
+        return self.table[idx]
 
     def run_batch(self, inputs, args, params, stream):
         import cupy

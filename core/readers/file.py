@@ -210,7 +210,9 @@ class FileReader(ShardedReader, Operator):
         self._ahead.append((params, self._reader.submit(self._read, params)))
 
     def run_batch_cpu(self, inputs, args, params):
-        if self._ahead and self._ahead[0][0] is params:
+        while self._ahead and self._ahead[0][0] is not params:
+            self._ahead.popleft()  # read for params that never came (only the next ones do)
+        if self._ahead:
             data = self._ahead.popleft()[1].result()
         else:
             data = self._read(params)

@@ -1,4 +1,4 @@
-"""The box operators ``bb_flip`` and ``bbox_paste`` against numpy references written here, on
+"""The box operators ``bb_flip``, ``bbox_paste`` and ``box_encoder`` against numpy references written here, on
 their own and in pipelines fed by external sources (per-sample argument inputs)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 from dlpipe import ArgumentError, Pipeline, fn, ops
 from dlpipe.operators.bb_flip import BbFlip
 from dlpipe.operators.bbox_paste import BBoxPaste
+from dlpipe.operators.box_encoder import BoxEncoder
 
 F = np.float32
 
@@ -160,3 +161,136 @@ def test_bbox_paste_errors():
         BBoxPaste().run_sample((np.zeros((1, 4), F),), {}, None)
     with pytest.raises(ArgumentError, match="device='gpu'"):
         BBoxPaste(ratio=2, device="gpu")
+
+
+# --- box_encoder --------------------------------------------------------------------------------
+
+
+def ssd_like_anchors(grid=6, sizes=(0.15, 0.3)):
+    """A small SSD-style anchor set: square boxes of two sizes centred on a grid, clipped."""
+    out = []
+    for s in sizes:
+        for i in range(grid):
+            for j in range(grid):
+                cx, cy = (j + 0.5) / grid, (i + 0.5) / grid
+                out.append(np.clip([cx - s / 2, cy - s / 2, cx + s / 2, cy + s / 2], 0, 1))
+    return np.asarray(out, F)
+
+
+def ref_encode(boxes, labels, anchors, criteria, offset=False, scale=1.0, means=0, stds=1):
+    """DALI's CPU algorithm, loop by loop, in float32."""
+
+    def iou(b, a):
+        if not (b[0] < a[2] and b[2] > a[0] and b[1] < a[3] and b[3] > a[1]):
+            return F(0)
+        inter = F(min(b[2], a[2]) - max(b[0], a[0])) * F(min(b[3], a[3]) - max(b[1], a[1]))
+        area_b = F(b[2] - b[0]) * F(b[3] - b[1])
+        area_a = F(a[2] - a[0]) * F(a[3] - a[1])
+        return F(inter / F(F(area_b + area_a) - inter))
+
+    def cwh(b):
+        return np.array(
+            [F(0.5) * F(b[0] + b[2]), F(0.5) * F(b[1] + b[3]), b[2] - b[0], b[3] - b[1]], F
+        )
+
+    means = np.broadcast_to(np.asarray(means, F), 4)
+    stds = np.broadcast_to(np.asarray(stds, F), 4)
+    num = len(anchors)
+    out = np.zeros((num, 4), F) if offset else np.array([cwh(a) for a in anchors], F)
+    out_labels = np.zeros(num, np.int32)
+    if len(boxes) == 0:
+        return out, out_labels
+    ious = np.array([[iou(b, a) for a in anchors] for b in boxes], F)
+    for k in range(len(boxes)):
+        best = 0
+        for a in range(1, num):
+            if ious[k, a] >= ious[k, best]:
+                best = a
+        ious[k, best] = 2
+    for a in range(num):
+        best = 0
+        for k in range(1, len(boxes)):
+            if ious[k, a] >= ious[best, a]:
+                best = k
+        if ious[best, a] > F(criteria):
+            b, an = cwh(boxes[best]) * F(scale), cwh(anchors[a]) * F(scale)
+            if offset:
+                b = np.array(
+                    [
+                        ((b[0] - an[0]) / an[2] - means[0]) / stds[0],
+                        ((b[1] - an[1]) / an[3] - means[1]) / stds[1],
+                        (np.log(b[2] / an[2]) - means[2]) / stds[2],
+                        (np.log(b[3] / an[3]) - means[3]) / stds[3],
+                    ],
+                    F,
+                )
+            out[a] = b
+            out_labels[a] = labels[best]
+    return out, out_labels
+
+
+def gt_boxes(rng, n):
+    lo = rng.uniform(0, 0.7, (n, 2))
+    return np.concatenate([lo, lo + rng.uniform(0.05, 0.3, (n, 2))], axis=1).clip(0, 1).astype(F)
+
+
+@pytest.mark.parametrize("criteria", [0.0, 0.3, 0.5])
+def test_box_encoder_matches_the_reference(criteria):
+    rng = np.random.default_rng(int(criteria * 10))
+    anchors = ssd_like_anchors()
+    for n in (0, 1, 4, 9):
+        boxes = gt_boxes(rng, n)
+        labels = rng.integers(1, 80, n).astype(np.int32)
+        op = BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=criteria)
+        got_boxes, got_labels = op.run_sample((boxes, labels), {}, None)
+        want_boxes, want_labels = ref_encode(boxes, labels, anchors, criteria)
+        assert got_boxes.dtype == np.float32 and got_boxes.shape == (len(anchors), 4)
+        assert got_labels.dtype == np.int32 and got_labels.shape == (len(anchors),)
+        np.testing.assert_array_equal(got_labels, want_labels)
+        np.testing.assert_array_equal(got_boxes, want_boxes)
+
+
+def test_box_encoder_offsets_and_ties():
+    rng = np.random.default_rng(7)
+    anchors = ssd_like_anchors(grid=5)
+    boxes = gt_boxes(rng, 6)
+    boxes[3] = boxes[1]  # identical boxes: the later one wins the anchors they tie on
+    labels = np.arange(1, 7, dtype=np.int32)
+    kw = dict(criteria=0.4, offset=True, scale=300.0, means=[0.1, 0.2, 0.0, 0.0])
+    kw["stds"] = [0.1, 0.1, 0.2, 0.2]
+    op = BoxEncoder(anchors=anchors.reshape(-1), **kw)
+    got_boxes, got_labels = op.run_sample((boxes, labels), {}, None)
+    want_boxes, want_labels = ref_encode(boxes, labels, anchors, **kw)
+    np.testing.assert_array_equal(got_labels, want_labels)
+    assert 2 not in got_labels  # box 1 ties its copy (box 3) everywhere: the later one wins
+    np.testing.assert_allclose(got_boxes, want_boxes, rtol=2e-6, atol=2e-6)
+    assert not got_boxes[got_labels == 0].any()  # unmatched anchors are zeros with offset
+
+
+def test_box_encoder_in_a_pipeline_and_errors():
+    rng = np.random.default_rng(3)
+    anchors = ssd_like_anchors(grid=4)
+    boxes = [gt_boxes(rng, n) for n in (3, 0, 5)]
+    labels = [np.arange(len(b), dtype=np.int32) + 1 for b in boxes]
+    got_b, got_l = run_pipe(
+        dict(b=boxes, lab=labels),
+        lambda b, lab: ops.BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=0.5)(b, lab),
+    )
+    for gb, gl, b, lab in zip(got_b, got_l, boxes, labels, strict=True):
+        wb, wl = ref_encode(b, lab, anchors, 0.5)
+        np.testing.assert_array_equal(gb, wb)
+        np.testing.assert_array_equal(gl, wl)
+    with pytest.raises(ArgumentError, match="anchors= is required"):
+        BoxEncoder()
+    with pytest.raises(ArgumentError, match="anchors has 6 values"):
+        BoxEncoder(anchors=[0.1] * 6)
+    with pytest.raises(ArgumentError, match="criteria=1.5"):
+        BoxEncoder(anchors=[0, 0, 1, 1], criteria=1.5)
+    with pytest.raises(ArgumentError, match="stds=.*nonzero"):
+        BoxEncoder(anchors=[0, 0, 1, 1], stds=[1, 0, 1, 1])
+    with pytest.raises(ArgumentError, match="means=.*4 values"):
+        BoxEncoder(anchors=[0, 0, 1, 1], means=[0, 0])
+    with pytest.raises(ArgumentError, match="2 labels for 3 bounding boxes"):
+        BoxEncoder(anchors=[0, 0, 1, 1]).run_sample(
+            (gt_boxes(rng, 3), np.zeros(2, np.int32)), {}, None
+        )

@@ -1,0 +1,384 @@
+"""Conditionals: ``if`` / ``elif`` / ``else``, ``and``, ``or``, ``not`` on per-sample DataNode
+predicates, in ``@pipeline_def(enable_conditionals=True)`` functions (DALI's
+``_conditionals.py`` semantics, without AutoGraph).
+
+How it works:
+
+* *Tracing.* :func:`convert` rewrites the function's syntax tree (``_ast_rewrite.py``): each
+  ``if`` becomes a call of :func:`if_stmt` with its branches as closures and getters/setters of
+  the variables they assign; ``a and b`` / ``a or b`` become :func:`and_` / :func:`or_` with the
+  right side as a thunk (lazy, as in Python); ``not a`` becomes :func:`not_`. With a Python
+  predicate the code runs as written. With a DataNode predicate both branches are traced, each
+  in a :class:`Scope` (the predicate and the branch taken); every variable a branch assigned is
+  merged after the ``if`` by a ``_conditional_merge`` node.
+* *Execution* (masked): every operator node created inside a branch records its scope. The
+  executor runs it only on the samples whose predicates chose that branch (all of its
+  enclosing scopes'), so each branch's operators see exactly their samples; CPU operators skip
+  the others, GPU operators get the sub-batch (``SampleList.take``) and their outputs are
+  scattered back to the batch's positions. Random numbers and other per-sample parameters are
+  drawn for the whole batch, as always, and indexed by the sample's position, so a sample gets
+  the same draws whichever branch it takes. Operators without inputs (readers, random numbers)
+  always belong to the outermost scope, as in DALI.
+
+Rules (DALI's): a predicate is a CPU node of 0-d samples (any type for ``if``: nonzero is true;
+``bool`` for ``and`` / ``or``); a variable assigned in only one branch must be defined before
+the ``if``; both branches give it the same structure (tuples, lists, dicts of nodes), type and
+number of dimensions; Python constants assigned in a branch become constant nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .graph import DataNode, current_pipeline
+
+__all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
+
+
+class _Undefined:
+    """The value of a variable not yet assigned (set at the top of a converted function)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = ""):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<undefined {self.name}>" if self.name else "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+
+def undefined(name: str) -> _Undefined:
+    return _Undefined(name)
+
+
+class Scope:
+    """A branch of an ``if`` on a DataNode: the samples whose ``predicate`` (a validated CPU
+    bool node) equals ``branch``, within ``parent``'s samples (None: the whole batch)."""
+
+    __slots__ = ("parent", "predicate", "branch", "depth")
+
+    def __init__(self, parent: Scope | None, predicate: DataNode, branch: bool):
+        self.parent = parent
+        self.predicate = predicate
+        self.branch = branch
+        self.depth = 1 + (parent.depth if parent is not None else 0)
+
+    def within(self, other: Scope | None) -> bool:
+        """True if this scope is ``other`` or nested in it."""
+        s = self
+        while s is not None:
+            if s is other:
+                return True
+            s = s.parent
+        return other is None
+
+    def selects(self, values: dict, i: int) -> bool:
+        """Whether sample ``i`` runs in this scope (the predicates' values of the iteration)."""
+        s = self
+        while s is not None:
+            if bool(values[s.predicate][i]) != s.branch:
+                return False
+            s = s.parent
+        return True
+
+    def indices(self, values: dict, n: int) -> list[int]:
+        """The batch positions of the samples that run in this scope."""
+        return [i for i in range(n) if self.selects(values, i)]
+
+    def __repr__(self) -> str:
+        return f"Scope({self.predicate.name}=={self.branch}, depth={self.depth})"
+
+
+# --- tracing ---------------------------------------------------------------------------------------
+
+
+def _pipe():
+    pipe = current_pipeline()
+    if pipe is None:
+        raise RuntimeError("conditionals on DataNodes are only possible inside a pipeline")
+    return pipe
+
+
+def current_scope() -> Scope | None:
+    pipe = current_pipeline()
+    return getattr(pipe, "_scope", None) if pipe is not None else None
+
+
+def _set_scope(scope: Scope | None) -> None:
+    _pipe()._scope = scope
+
+
+def _gpu_error(name: str, side: str, enforce_type: bool) -> RuntimeError:
+    from .operators.conditional_validate import SUGGESTION, placement, restriction
+
+    return RuntimeError(
+        f"{restriction(name, enforce_type)} Got a GPU input{placement(name, side)}{SUGGESTION}"
+    )
+
+
+def _validated(value, name: str, side: str = "") -> DataNode:
+    from .graph import _call_operator
+    from .types import Constant
+
+    if not isinstance(value, DataNode):
+        value = Constant(value, device="cpu")
+    if value.device != "cpu":
+        raise _gpu_error(name, side, name != "if")
+    kwargs = {"expression_name": name, "expression_side": side}
+    return _call_operator("_conditional_validate", (value,), kwargs)[0]
+
+
+def _check_defined(state: Sequence, names: Sequence[str], branch: str) -> None:
+    for name, value in zip(names, state, strict=True):
+        if isinstance(value, _Undefined):
+            raise RuntimeError(
+                "Encountered inconsistent outputs out of the `if/else` control flow statement. "
+                "Variables need to be initialized in every code path (both `if` branches). "
+                f"Variable '{name}' must also be initialized in the `{branch}` branch."
+            )
+
+
+_DIVERGENT = (
+    "Divergent data found in different branches of `if/else` control flow statement. "
+    "Variables in all code paths are merged into common output batches. The values assigned "
+    "to a given variable need to have the same nesting structure in every code path (both "
+    "`if` branches).\nFor example, if we define a variable as a tuple in one branch, it must be "
+    "defined as a tuple of the same length in the other branch - the contents of the tuples "
+    "may be different. If we define a variable as a dictionary, the other branch must define "
+    "it as a dictionary with the same set of keys, the values may be different.\n"
+)
+
+
+def _merge(t, f, pred: DataNode, scopes: tuple[Scope, Scope], name: str):
+    """The merged value of variable ``name`` (a node, or a structure of nodes)."""
+    if t is f:
+        return t
+    if isinstance(t, list | tuple) or isinstance(f, list | tuple):
+        if type(t) is not type(f) or len(t) != len(f):
+            raise ValueError(
+                _DIVERGENT + f"Variable '{name}': {type(t).__name__} in the `if` branch, "
+                f"{type(f).__name__} in the `else` branch."
+            )
+        return type(t)(_merge(a, b, pred, scopes, f"{name}[{i}]") for i, (a, b) in
+                       enumerate(zip(t, f, strict=True)))  # fmt: skip
+    if isinstance(t, dict) or isinstance(f, dict):
+        if not (isinstance(t, dict) and isinstance(f, dict)) or set(t) != set(f):
+            raise ValueError(_DIVERGENT + f"Variable '{name}': the keys differ.")
+        return {k: _merge(t[k], f[k], pred, scopes, f"{name}[{k!r}]") for k in t}
+    t = _as_node(t, scopes[0], name)
+    f = _as_node(f, scopes[1], name)
+    if t.device != f.device:  # the CPU side moves to the GPU, inside its own branch
+        parent = current_scope()
+        if t.device == "cpu":
+            _set_scope(scopes[0])
+            t = t.gpu()
+        else:
+            _set_scope(scopes[1])
+            f = f.gpu()
+        _set_scope(parent)
+    from .graph import _call_operator
+
+    return _call_operator("_conditional_merge", (t, f), {"predicate": pred, "variable": name})[0]
+
+
+def _as_node(value, scope: Scope, name: str) -> DataNode:
+    """A branch's value as a node: Python constants become constant nodes (DALI promotes them)."""
+    if isinstance(value, DataNode):
+        return value
+    from .types import Constant
+
+    try:
+        return Constant(value, device="cpu")
+    except TypeError as e:
+        raise TypeError(
+            f"variable '{name}' is a DataNode in one branch of an `if` on a DataNode and a "
+            f"{type(value).__name__} in the other; only numbers, lists/arrays of numbers and "
+            "DataNodes can be merged"
+        ) from e
+
+
+def if_stmt(cond, body: Callable, orelse: Callable, get_state: Callable, set_state: Callable,
+            names: Sequence[str]) -> None:  # fmt: skip
+    """An ``if`` statement: Python semantics for a Python predicate; for a DataNode predicate,
+    both branches traced in their scopes and each assigned variable merged."""
+    if not isinstance(cond, DataNode):
+        if cond:
+            body()
+        else:
+            orelse()
+        return
+    if cond.device != "cpu":
+        raise _gpu_error("if", "if-stmt", False)
+    parent = current_scope()
+    pred = _validated(cond, "if")
+    scopes = (Scope(parent, pred, True), Scope(parent, pred, False))
+    init = get_state()
+    try:
+        _set_scope(scopes[0])
+        body()
+        t_state = get_state()
+        _check_defined(t_state, names, "if")
+        set_state(init)
+        _set_scope(scopes[1])
+        orelse()
+        f_state = get_state()
+        _check_defined(f_state, names, "else")
+    finally:
+        _set_scope(parent)
+    merged = [
+        _merge(t, f, pred, scopes, name) for name, t, f in zip(names, t_state, f_state, strict=True)
+    ]
+    set_state(tuple(merged))
+
+
+def _lazy_logical(a, b: Callable, name: str):
+    """``a and b()`` / ``a or b()`` with a DataNode ``a``: ``b`` is traced in the branch where
+    it matters (``a`` true for ``and``, false for ``or``), and the two merged."""
+    parent = current_scope()
+    va = _validated(a, name, "left")
+    run_b = name == "and"
+    scopes = (Scope(parent, va, True), Scope(parent, va, False))
+    try:
+        _set_scope(scopes[0] if run_b else scopes[1])
+        vb = _validated(b(), name, "right")
+    finally:
+        _set_scope(parent)
+    t, f = (vb, va) if run_b else (va, vb)
+    return _merge(t, f, va, scopes, f"`{name}` expression")
+
+
+def and_(a, *rest: Callable):
+    """``a and b and ...`` (rest as thunks): Python semantics unless a value is a DataNode."""
+    value = a
+    for thunk in rest:
+        if isinstance(value, DataNode):
+            value = _lazy_logical(value, thunk, "and")
+        elif not value:
+            return value
+        else:
+            value = thunk()
+    return value
+
+
+def or_(a, *rest: Callable):
+    """``a or b or ...`` (rest as thunks): Python semantics unless a value is a DataNode."""
+    value = a
+    for thunk in rest:
+        if isinstance(value, DataNode):
+            value = _lazy_logical(value, thunk, "or")
+        elif value:
+            return value
+        else:
+            value = thunk()
+    return value
+
+
+def not_(a):
+    """``not a``: a ``_conditional_not`` node for a DataNode, else Python's ``not``."""
+    if not isinstance(a, DataNode):
+        return not a
+    if a.device != "cpu":
+        raise _gpu_error("not", "", False)
+    from .graph import _call_operator
+
+    return _call_operator("_conditional_not", (a,), {})[0]
+
+
+def native_test(value, why: str):
+    """The test of an ``if`` left as Python code (its branches ``return``/``break``/``continue``
+    in a way the rewrite does not handle): fine for Python values, an error for DataNodes."""
+    if isinstance(value, DataNode):
+        raise TypeError(
+            f"an `if` on a DataNode whose branches contain `{why}` is not supported by dlpipe's "
+            "conditionals: assign the results to variables in both branches and use them after "
+            "the `if` (a `return` at the end of both branches, or early returns, are fine)"
+        )
+    return value
+
+
+@functools.cache
+def convert(func: Callable) -> Callable:
+    """The function with its ``if`` / ``and`` / ``or`` / ``not`` rewritten (see the module
+    docstring); functions it calls are converted as they are called.
+
+    Raises:
+        ValueError: the source of ``func`` is not available (a lambda in an expression, a
+            function defined in an interactive session without source).
+    """
+    from ._ast_rewrite import rewrite_function
+
+    return rewrite_function(func)
+
+
+# --- execution (executor.py, executor_gpu.py) ------------------------------------------------------
+
+
+class Absent:
+    """A GPU value of a scope that no sample of the iteration took."""
+
+    def take(self, indices):
+        return self
+
+
+ABSENT = Absent()
+
+
+def compact(value, idx: list[int]):
+    """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent."""
+    if value is None or isinstance(value, Absent):
+        return value
+    if isinstance(value, list):
+        return [value[j] for j in idx]
+    return value.take(idx)
+
+
+def scatter_gpu(out, idx: list[int], n: int):
+    """A full-batch SampleList holding ``out``'s samples at positions ``idx`` (empty
+    placeholders elsewhere: no operator of another scope reads them)."""
+    from .tensors_gpu import SampleList
+
+    out = SampleList.coerce(out)
+    ndim = out.shapes.shape[1]
+    ptrs = np.zeros(n, np.uint64)
+    shapes = np.zeros((n, ndim), np.int64)
+    strides = np.zeros((n, ndim), np.int64)
+    ix = np.asarray(idx, np.int64)
+    ptrs[ix], shapes[ix], strides[ix] = out.ptrs, out.shapes, out.strides
+    owners: list = [None] * n
+    for k, j in enumerate(idx):
+        owners[j] = out.owners[k] if isinstance(out.owners, list) else out.owners
+    return SampleList(out.dtype, ptrs, shapes, strides, owners, out.device_id)
+
+
+def merge_gpu(t, f, pred: np.ndarray):
+    """Per sample, the true branch's sample where ``pred`` holds, else the false branch's:
+    pointers, shapes and strides taken from both, no copy."""
+    from .tensors_gpu import SampleList
+
+    if isinstance(t, Absent) or not pred.any():
+        return f
+    if isinstance(f, Absent) or pred.all():
+        return t
+    if t.dtype != f.dtype or t.shapes.shape[1] != f.shapes.shape[1]:
+        raise TypeError(f"the `if` branches give {t.dtype} and {f.dtype} data")
+    sel = pred[:, None]
+    owners = [
+        (t.owners[i] if isinstance(t.owners, list) else t.owners)
+        if pred[i]
+        else (f.owners[i] if isinstance(f.owners, list) else f.owners)
+        for i in range(len(pred))
+    ]
+    return SampleList(
+        t.dtype,
+        np.where(pred, t.ptrs, f.ptrs),
+        np.where(sel, t.shapes, f.shapes),
+        np.where(sel, t.strides, f.strides),
+        owners,
+        t.device_id,
+    )

@@ -1,0 +1,427 @@
+"""The fused elementwise kernel of expressions (and the strided gather of subscripts).
+
+An expression plan (``operators/arithmetic.plan``: typed steps in evaluation order) becomes
+one generated CUDA kernel, memoised by its source (so by the plan's operations and types, the
+number of dimensions and the index width). A launch covers the whole batch: ``blockIdx.z`` is
+the sample, threads stride over its elements. Every input is read through per-sample strides
+aligned to the output's dimensions, 0 where it broadcasts, so per-sample scalars, broadcast
+constants, strided views and ragged batches all go through the same kernel, in one launch.
+
+Host side, per batch: output shapes (numpy broadcasting per sample), dimensions merged where
+every input allows it (a batch of whole contiguous samples becomes 1-D), one int64
+descriptor row per sample (output pointer, element count, extents, then each input's pointer
+and strides) uploaded in one copy.
+
+Descriptor row layout (int64), D = dimensions after merging, K = inputs::
+
+    [out_ptr, n_elements, extent_0 .. extent_{D-1}, in0_ptr, in0_stride_0 .. , in1_ptr, ...]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import stream_scoped, upload
+from ._batch import alloc_batch, as_samples
+
+_DIR = os.path.dirname(__file__)
+BLOCK = 256
+
+# register (C) type per numpy dtype; float16 values live in float registers
+_REG = {
+    "bool": "bool",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "int16": "short",
+    "uint16": "unsigned short",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "uint64": "unsigned long long",
+    "float16": "float",
+    "float32": "float",
+    "float64": "double",
+}
+# element (memory) type
+_MEM = {**_REG, "float16": "dl_half"}
+
+_FLOAT_FN = {
+    "sqrt": "sqrt",
+    "rsqrt": "rsqrt",
+    "cbrt": "cbrt",
+    "exp": "exp",
+    "log": "log",
+    "log2": "log2",
+    "log10": "log10",
+    "fabs": "fabs",
+    "floor": "floor",
+    "ceil": "ceil",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "asin": "asin",
+    "acos": "acos",
+    "atan": "atan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "tanh": "tanh",
+    "asinh": "asinh",
+    "acosh": "acosh",
+    "atanh": "atanh",
+    "pow": "pow",
+    "fpow": "pow",
+    "atan2": "atan2",
+    "mod": "remainder",
+}
+_CMP = {"eq": "==", "neq": "!=", "lt": "<", "leq": "<=", "gt": ">", "geq": ">="}
+_BIN = {"add": "+", "sub": "-", "mul": "*", "bitand": "&", "bitor": "|", "bitxor": "^"}
+# s OP u with s negative (s signed, u uint64): the result whatever u is
+_NEG_LEFT = {
+    "eq": "false",
+    "neq": "true",
+    "lt": "true",
+    "leq": "true",
+    "gt": "false",
+    "geq": "false",
+}
+
+
+def _math(fn: str, dt: str, args: Sequence[str]) -> str:
+    """A CUDA math call in the step's precision (float functions for float/half)."""
+    name = _FLOAT_FN[fn]
+    if dt != "float64":
+        name = "rsqrtf" if name == "rsqrt" else name + "f"
+    elif name == "rsqrt":
+        name = "rsqrt"
+    return f"{name}({', '.join(args)})"
+
+
+def _literal(value, dt: str) -> str:
+    reg = _REG[dt]
+    if dt == "bool":
+        return "true" if value else "false"
+    if np.dtype(dt).kind in "iu":
+        v = int(value)
+        suffix = "ULL" if dt == "uint64" else "LL"
+        if dt == "int64" and v == -(2**63):
+            return "(long long)(-9223372036854775807LL - 1)"
+        return f"({reg})({v}{suffix})"
+    v = float(np.array(value, dt))  # the constant as DALI holds it (rounded to its type)
+    if np.isnan(v):
+        return f"({reg})__longlong_as_double(0x7ff8000000000000LL)"
+    if np.isinf(v):
+        bits = "0x7ff0000000000000LL" if v > 0 else "(long long)0xfff0000000000000ULL"
+        return f"({reg})__longlong_as_double({bits})"
+    return f"({reg})({v.hex()})"
+
+
+def _compare(op: str, a: str, da: str, b: str, db: str) -> str:
+    """A comparison with DALI's semantics: floats in the wider float type (float for half),
+    integers exactly (signed against unsigned included)."""
+    ka, kb = np.dtype(da).kind, np.dtype(db).kind
+    if ka == "f" or kb == "f":
+        floats = [d for d in (da, db) if np.dtype(d).kind == "f"]
+        ct = "double" if "float64" in floats else "float"
+        return f"(({ct})({a}) {_CMP[op]} ({ct})({b}))"
+    a_u64, b_u64 = da == "uint64", db == "uint64"
+    a_signed, b_signed = ka == "i", kb == "i"
+    if a_u64 and b_signed:  # u OP s == -(s OP' u): flip through the three-way comparison
+        return f"(-dl_cmp_su((long long)({b}), {a}) {_CMP[op]} 0)"
+    if b_u64 and a_signed:
+        return f"(dl_cmp_su((long long)({a}), {b}) {_CMP[op]} 0)"
+    ct = "unsigned long long" if not (a_signed or b_signed) else "long long"
+    return f"(({ct})({a}) {_CMP[op]} ({ct})({b}))"
+
+
+def _op_expr(op: str, dt: str, args: list[str], arg_dts: Sequence[str]) -> str:
+    """The C expression of one step, in the step's register type."""
+    reg = _REG[dt]
+    kind = np.dtype(dt).kind
+    if op in _CMP:
+        return _compare(op, args[0], arg_dts[0], args[1], arg_dts[1])
+    a = [f"(({reg})({x}))" for x in args]  # static_cast to the output type first
+    if op in _BIN:
+        return f"(({reg})({a[0]} {_BIN[op]} {a[1]}))"
+    if op == "plus":
+        return a[0]
+    if op == "minus":
+        return f"(({reg})(-{a[0]}))"
+    if op == "abs":
+        return f"dl_abs<{reg}>({a[0]})"
+    if op == "min":
+        return f"({a[0]} < {a[1]} ? {a[0]} : {a[1]})"
+    if op == "max":
+        return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
+    if op == "clamp":
+        return f"dl_clamp<{reg}>({a[0]}, {a[1]}, {a[2]})"
+    if op in ("div", "fdiv"):
+        return f"({a[0]} / {a[1]})" if kind == "f" else f"dl_idiv<{reg}>({a[0]}, {a[1]})"
+    if op == "mod":
+        return _math("mod", dt, a) if kind == "f" else f"dl_imod<{reg}>({a[0]}, {a[1]})"
+    if op in ("pow", "fpow"):
+        return _math("pow", dt, a) if kind == "f" else f"dl_ipow<{reg}>({a[0]}, {a[1]})"
+    if op in _FLOAT_FN:
+        return _math(op, dt, a)
+    raise ValueError(f"no GPU code for the expression operation {op!r}")
+
+
+def kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
+    """The CUDA source of one plan (``extern "C" dl_expr``), for ``ndim`` output dimensions.
+
+    Args:
+        steps: the plan (``operators/arithmetic.plan``).
+        ndim: dimensions after merging (>= 1).
+        wide_index: 64-bit element indices (a sample of 2**31 elements or more).
+    """
+    idx_t = "long long" if wide_index else "unsigned int"
+    loads = sorted({p for kind, _, p in steps if kind == "load"})
+    k_of = {k: j for j, k in enumerate(loads)}
+    row = 2 + ndim + len(loads) * (1 + ndim)
+    body: list[str] = []
+    for j, k in enumerate(loads):
+        dt = next(d for kind, d, p in steps if kind == "load" and p == k)
+        base = 2 + ndim + j * (1 + ndim)
+        body.append(f"  const {_MEM[dt]}* __restrict__ in{j} = (const {_MEM[dt]}*)d[{base}];")
+    out_dt = steps[-1][1]
+    body += [
+        f"  {_MEM[out_dt]}* __restrict__ out = ({_MEM[out_dt]}*)d[0];",
+        f"  const {idx_t} total = ({idx_t})d[1];",
+        f"  for ({idx_t} i = ({idx_t})blockIdx.x * blockDim.x + threadIdx.x; i < total;",
+        f"       i += ({idx_t})gridDim.x * blockDim.x) {{",
+    ]
+    offs = [f"o{j}" for j in range(len(loads))]
+    if ndim == 1:
+        for j in range(len(loads)):
+            base = 2 + ndim + j * (1 + ndim)
+            body.append(f"    const long long o{j} = (long long)i * d[{base + 1}];")
+    else:
+        body.append(f"    {idx_t} rem = i;")
+        for j in range(len(loads)):
+            body.append(f"    long long o{j} = 0;")
+        for dim in range(ndim - 1, -1, -1):
+            body.append(f"    {{ const {idx_t} e = ({idx_t})d[{2 + dim}];")
+            body.append(f"      const {idx_t} c = rem % e; rem /= e;")
+            for j in range(len(loads)):
+                base = 2 + ndim + j * (1 + ndim)
+                body.append(f"      o{j} += (long long)c * d[{base + 1 + dim}];")
+            body.append("    }")
+    for s, (kind, dt, payload) in enumerate(steps):
+        reg = _REG[dt]
+        if kind == "load":
+            j = k_of[payload]
+            src = f"half_to_float(in{j}[{offs[j]}])" if dt == "float16" else f"in{j}[{offs[j]}]"
+            body.append(f"    const {reg} v{s} = {src};")
+        elif kind == "const":
+            body.append(f"    const {reg} v{s} = {_literal(payload, dt)};")
+        else:
+            op, arg_steps, arg_dts = payload
+            expr = _op_expr(op, dt, [f"v{a}" for a in arg_steps], arg_dts)
+            if dt == "float16":
+                expr = f"dl_round_half({expr})"
+            body.append(f"    const {reg} v{s} = {expr};")
+    last = f"v{len(steps) - 1}"
+    store = f"float_to_half({last})" if out_dt == "float16" else last
+    body += [f"    out[i] = {store};", "  }"]
+    with open(os.path.join(_DIR, "arithmetic.cuh")) as f:
+        helpers = f.read().replace("#pragma once", "").replace('#include "common.cuh"', "")
+    with open(os.path.join(_DIR, "common.cuh")) as f:
+        common = f.read().replace("#pragma once", "")
+    clamp = (
+        "template <typename T> __device__ __forceinline__ T dl_clamp(T v, T lo, T hi) {\n"
+        "  const T x = v < lo ? lo : v;\n  return x > hi ? hi : x;\n}\n"
+    )
+    return (
+        f"{common}\n{helpers}\n{clamp}\n"
+        f'extern "C" __global__ void dl_expr(const long long* __restrict__ descs) {{\n'
+        f"  const long long* d = descs + (long long)blockIdx.z * {row};\n"
+        + "\n".join(body)
+        + "\n}\n"
+    )
+
+
+@functools.cache
+def _get_expr_kernel(source: str, device_id: int):
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return cupy.RawModule(code=source, options=("--std=c++17",)).get_function("dl_expr")
+
+
+# --- host side: shapes, strides, merged dimensions, descriptors ----------------------------------
+
+
+def _shape_str(shape: tuple) -> str:
+    return " x ".join(str(s) for s in shape) if shape else "()"
+
+
+def broadcast_shape(shapes: Sequence[tuple]) -> tuple:
+    """numpy's broadcast of per-sample shapes, with DALI's error when they do not broadcast.
+
+    Raises:
+        ValueError: naming both shapes and the dimension that differs.
+    """
+    out: tuple = ()
+    for s in shapes:
+        try:
+            out = np.broadcast_shapes(out, s)
+        except ValueError:
+            n = max(len(out), len(s))
+            a, b = (1,) * (n - len(out)) + tuple(out), (1,) * (n - len(s)) + tuple(s)
+            d = next(i for i in range(n) if a[i] != b[i] and a[i] != 1 and b[i] != 1)
+            raise ValueError(
+                "Can't broadcast shapes:\n"
+                f"{_shape_str(tuple(out))} (d={d - (n - len(out))})\n"
+                f"{_shape_str(tuple(s))} (d={d - (n - len(s))})"
+            ) from None
+    return tuple(out)
+
+
+def broadcast_strides(in_shape, in_strides, out_shape) -> list[int]:
+    """Strides of an input read at the output's coordinates (numpy broadcasting): 0 along the
+    dimensions it is broadcast in, including the leading ones it lacks."""
+    pad = len(out_shape) - len(in_shape)
+    strides = [0] * pad
+    for s, st, o in zip(in_shape, in_strides, out_shape[pad:], strict=True):
+        strides.append(0 if s == 1 and o != 1 else int(st))
+    return strides
+
+
+def merge_dims(extents: np.ndarray, strides: list[np.ndarray]) -> tuple[np.ndarray, list]:
+    """Merge adjacent dimensions wherever every input of every sample allows it.
+
+    Args:
+        extents: (N, D) output extents.
+        strides: per input, (N, D) strides aligned to the output (0 = broadcast).
+
+    Returns:
+        The (N, D') extents and per-input (N, D') strides, D' >= 1. Dimension ``d`` merges
+        into ``d + 1`` when, for all samples and inputs, ``stride[d] == stride[d+1] *
+        extent[d+1]`` (contiguous pairs, and broadcast pairs: 0 == 0); extent-1 dimensions
+        are dropped.
+    """
+    n, ndim = extents.shape
+    keep = [d for d in range(ndim) if not (extents[:, d] == 1).all()]
+    ext = extents[:, keep] if keep else np.ones((n, 1), np.int64)
+    sts = [s[:, keep] if keep else np.zeros((n, 1), np.int64) for s in strides]
+    d = ext.shape[1] - 2
+    while d >= 0:
+        ok = all(((s[:, d] == s[:, d + 1] * ext[:, d + 1]) | (ext[:, d] == 1)).all() for s in sts)
+        if ok:
+            ext = np.concatenate([ext[:, :d], ext[:, d : d + 1] * ext[:, d + 1 : d + 2],
+                                  ext[:, d + 2 :]], axis=1)  # fmt: skip
+            sts = [np.concatenate([s[:, :d], s[:, d + 1 :]], axis=1) for s in sts]
+        d -= 1
+    return ext, sts
+
+
+def pack_descriptors(out_ptrs, totals, extents, in_ptrs: list, in_strides: list) -> np.ndarray:
+    """The (N, row) int64 descriptor table (module docstring)."""
+    n, ndim = extents.shape
+    cols = [np.asarray(out_ptrs, np.uint64).view(np.int64)[:, None], totals[:, None], extents]
+    for p, s in zip(in_ptrs, in_strides, strict=True):
+        cols += [np.asarray(p, np.uint64).view(np.int64)[:, None], s]
+    return np.ascontiguousarray(np.concatenate(cols, axis=1).astype(np.int64))
+
+
+def _launch(steps, out_shapes, out_dtype, in_ptrs, in_strides_per_sample, device_id, stream):
+    """Allocate the output and run the plan over per-sample input views.
+
+    Args:
+        in_ptrs: per input, (N,) device addresses of each sample's first element.
+        in_strides_per_sample: per input, per sample, strides aligned to that sample's output.
+    """
+    import cupy
+
+    n = len(out_shapes)
+    out = alloc_batch(np.array(out_shapes, np.int64).reshape(n, -1), out_dtype, device_id)
+    if n == 0:
+        return out
+    ndim = max(1, max(len(s) for s in out_shapes))
+    extents = np.ones((n, ndim), np.int64)
+    for i, s in enumerate(out_shapes):
+        if s:
+            extents[i, ndim - len(s) :] = s
+    strides = []
+    for per_sample in in_strides_per_sample:
+        a = np.zeros((n, ndim), np.int64)
+        for i, st in enumerate(per_sample):
+            if st:
+                a[i, ndim - len(st) :] = st
+        strides.append(a)
+    ext, sts = merge_dims(extents, strides)
+    totals = extents.prod(axis=1)
+    if not totals.any():
+        return out
+    descs = pack_descriptors(out.ptrs, totals, ext, in_ptrs, sts)
+    wide = bool(totals.max() >= 2**31)
+    kernel = _get_expr_kernel(kernel_source(steps, ext.shape[1], wide), device_id)
+    blocks = int(min(max(1, -(-int(totals.max()) // BLOCK)), 4096))
+    with cupy.cuda.Device(device_id):
+        dev = upload(descs, stream)
+        kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
+    return out
+
+
+@stream_scoped
+def expression_batch(steps: tuple, inputs: Sequence, stream=None):
+    """Evaluate a plan over GPU batches (SampleLists or lists of CuPy arrays), one launch.
+
+    Raises:
+        ValueError: shapes that do not broadcast (naming both, as the CPU side).
+    """
+    samples = [as_samples(x) for x in inputs]
+    n = len(samples[0])
+    if any(len(s) != n for s in samples):
+        raise ValueError(f"inputs of an expression have different batch sizes: "
+                         f"{[len(s) for s in samples]}")  # fmt: skip
+    used = sorted({p for kind, _, p in steps if kind == "load"})
+    out_shapes = []
+    per_input_strides: list[list] = [[] for _ in used]
+    for i in range(n):
+        shapes = [tuple(int(v) for v in samples[k].shapes[i]) for k in used]
+        out_shape = broadcast_shape(shapes)
+        out_shapes.append(out_shape)
+        for j, k in enumerate(used):
+            per_input_strides[j].append(
+                broadcast_strides(shapes[j], samples[k].strides[i], out_shape)
+            )
+    device_id = samples[0].device_id
+    return _launch(
+        steps,
+        out_shapes,
+        np.dtype(steps[-1][1]),
+        [samples[k].ptrs for k in used],
+        per_input_strides,
+        device_id,
+        stream,
+    )
+
+
+@stream_scoped
+def gather_views(samples, views: Sequence[tuple], stream=None):
+    """Copy per-sample strided views of a GPU batch into a fresh contiguous batch, one launch.
+
+    Args:
+        samples: the source batch (SampleList).
+        views: per sample ``(offset, shape, strides)`` in elements (``subscript_view``);
+            strides may be 0 or negative.
+    """
+    samples = as_samples(samples)
+    dt = samples.dtype
+    steps = (("load", dt.name, 0),)
+    ptrs = samples.ptrs.astype(np.int64) + np.array([v[0] for v in views], np.int64) * np.int64(
+        dt.itemsize
+    )
+    return _launch(
+        steps,
+        [tuple(v[1]) for v in views],
+        dt,
+        [ptrs.view(np.uint64)],
+        [[list(v[2]) for v in views]],
+        samples.device_id,
+        stream,
+    )

@@ -1,0 +1,117 @@
+"""The host side of the fused expression kernel, without a GPU: per-sample broadcast strides,
+merged dimensions and the descriptor table are replayed here by a Python model of the kernel's
+index arithmetic over a flat "device memory", and compared with numpy broadcasting; and the
+generated source names every step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpipe.kernels.arithmetic import (
+    broadcast_shape,
+    broadcast_strides,
+    kernel_source,
+    merge_dims,
+    pack_descriptors,
+)
+from dlpipe.operators.arithmetic import plan
+
+
+def replay(descs: np.ndarray, ndim: int, n_inputs: int, memory: np.ndarray) -> list:
+    """What the kernel reads: per sample, per element, each input's value (as the generated
+    code computes offsets: the element index split over the extents, times the strides)."""
+    out = []
+    for row in descs:
+        total = int(row[1])
+        ext = row[2 : 2 + ndim]
+        vals = []
+        for i in range(total):
+            rem, coords = i, [0] * ndim
+            for d in range(ndim - 1, -1, -1):
+                coords[d] = rem % int(ext[d])
+                rem //= int(ext[d])
+            per_input = []
+            for j in range(n_inputs):
+                base = 2 + ndim + j * (1 + ndim)
+                ptr = int(row[base])
+                strides = row[base + 1 : base + 1 + ndim]
+                per_input.append(
+                    memory[ptr + sum(c * int(s) for c, s in zip(coords, strides, strict=True))]
+                )
+            vals.append(per_input)
+        out.append(vals)
+    return out
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [[(4, 5, 3), (3,)], [(2, 7, 3), (3,)]],  # image x per-channel constant
+        [[(4, 5, 3), ()], [(2, 7, 3), ()]],  # per-sample scalar
+        [[(4, 1, 3), (2, 3)], [(2, 3), (2, 1)]],  # both broadcast, ragged
+        [[(6,), (6,)], [(1,), (9,)]],  # contiguous: merges to 1-D
+        [[(2, 3, 4, 5), (1, 3, 1, 5)], [(1, 1, 1, 1), (2, 2, 2, 2)]],
+    ],
+)
+def test_descriptors_read_what_numpy_broadcasting_reads(shapes):
+    rng = np.random.default_rng(0)
+    memory, arrays, ptrs = [], [], [[], []]
+    offset = 0
+    for sample in shapes:
+        arrs = []
+        for j, shp in enumerate(sample):
+            a = rng.integers(0, 1000, shp)
+            arrs.append(a)
+            ptrs[j].append(offset)
+            memory.append(a.reshape(-1))
+            offset += a.size
+        arrays.append(arrs)
+    memory = np.concatenate(memory)
+    out_shapes = [broadcast_shape([a.shape for a in arrs]) for arrs in arrays]
+    n = len(shapes)
+    ndim = max(1, max(len(s) for s in out_shapes))
+    extents = np.ones((n, ndim), np.int64)
+    strides = [np.zeros((n, ndim), np.int64) for _ in range(2)]
+    for i, arrs in enumerate(arrays):
+        extents[i, ndim - len(out_shapes[i]) :] = out_shapes[i]
+        for j, a in enumerate(arrs):
+            st = broadcast_strides(a.shape, [s // a.itemsize for s in a.strides], out_shapes[i])
+            if st:
+                strides[j][i, ndim - len(st) :] = st
+    ext, sts = merge_dims(extents, strides)
+    descs = pack_descriptors([0] * n, extents.prod(axis=1), ext, ptrs, sts)
+    got = replay(descs, ext.shape[1], 2, memory)
+    for i, arrs in enumerate(arrays):
+        want = np.stack(np.broadcast_arrays(*arrs), axis=-1).reshape(-1, 2)
+        np.testing.assert_array_equal(np.array(got[i]).reshape(-1, 2), want)
+
+
+def test_contiguous_batches_merge_to_one_dimension():
+    ext = np.array([[4, 5, 3], [2, 7, 3]], np.int64)
+    c = np.array([[15, 3, 1], [21, 3, 1]], np.int64)
+    scalar = np.zeros((2, 3), np.int64)
+    e, (s1, s2) = merge_dims(ext, [c, scalar])
+    assert e.tolist() == [[60], [42]] and s1.tolist() == [[1], [1]] and s2.tolist() == [[0], [0]]
+    chan = np.array([[0, 0, 1], [0, 0, 1]], np.int64)
+    e, (s1, s2) = merge_dims(ext, [c, chan])
+    assert e.tolist() == [[20, 3], [14, 3]] and s2.tolist() == [[0, 1], [0, 1]]
+
+
+def test_broadcast_shape_error_names_both_shapes():
+    with pytest.raises(ValueError, match=r"Can't broadcast shapes:\n1 x 4 \(d=1\)\n3 \(d=0\)"):
+        broadcast_shape([(1, 4), (3,)])
+
+
+def test_generated_source_has_every_step_and_one_entry_point():
+    steps = plan(
+        ("clamp", ("fdiv", ("in", 0), ("const", 255.0, "float32")), ("in", 1), ("in", 1)),
+        ("uint8", "float16"),
+    )
+    src = kernel_source(steps, 2, False)
+    assert src.count('extern "C" __global__ void dl_expr(') == 1
+    for s in range(len(steps)):
+        assert f"v{s} =" in src
+    assert "dl_clamp<float>" in src and "half_to_float(in1" in src
+    assert "rem % e" in src  # two dimensions: the index is split over the extents
+    assert "rem" not in kernel_source(steps, 1, False)  # one dimension: no divisions

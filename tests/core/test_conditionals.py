@@ -1,0 +1,355 @@
+"""Conditionals (@pipeline_def(enable_conditionals=True)): per-sample if/elif/else, nesting,
+lazy and/or, not, returns in branches, merged structures and constants, masked execution (a
+branch's operators see only its samples), DALI's errors; references computed per sample in
+plain Python here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpipe
+from dlpipe import PipelineError, fn, pipeline_def, types
+from dlpipe.pipeline import experimental
+
+N = 8
+XS = [np.arange(i % 4 + 1, dtype=np.int32) * (i + 1) for i in range(N)]  # lengths 1..4
+PS = [np.array(v) for v in [True, False, True, True, False, False, True, False]]
+KS = [np.array(i % 3, np.int32) for i in range(N)]
+
+
+def run(func, threads=2, **kw):
+    p = pipeline_def(func, enable_conditionals=True, batch_size=N, num_threads=threads,
+                     device_id=None, seed=5, **kw)()  # fmt: skip
+    return [[np.asarray(o.at(i)) for i in range(len(o))] for o in p.run()]
+
+
+def sources():
+    x = fn.external_source(source=lambda: XS, batch=True)
+    p = fn.external_source(source=lambda: PS, batch=True)
+    k = fn.external_source(source=lambda: KS, batch=True)
+    return x, p, k
+
+
+def test_if_elif_else_per_sample():
+    def graph():
+        x, p, k = sources()
+        if k == 0:
+            y = x * 10
+        elif k == 1:
+            y = x + 100
+        else:
+            y = -x
+        return (y,)
+
+    (ys,) = run(graph)
+    for i in range(N):
+        k = int(KS[i])
+        want = XS[i] * 10 if k == 0 else (XS[i] + 100 if k == 1 else -XS[i])
+        np.testing.assert_array_equal(ys[i], want)
+
+
+def test_nested_ifs_and_values_defined_before():
+    def graph():
+        x, p, k = sources()
+        y = x
+        tag = fn.cast(k, dtype=types.INT32) * 0
+        if p:
+            if k > 0:
+                y = x * 2
+                tag = tag + 1
+            else:
+                tag = tag + 2
+        else:
+            tag = tag + 3
+        return y, tag
+
+    ys, tags = run(graph)
+    for i in range(N):
+        p, k = bool(PS[i]), int(KS[i])
+        np.testing.assert_array_equal(ys[i], XS[i] * 2 if p and k > 0 else XS[i])
+        assert int(tags[i]) == (1 if p and k > 0 else 2 if p else 3)
+
+
+def test_branch_operators_only_see_their_samples():
+    """x[3] is out of range for samples shorter than 4: only the branch that checked runs it."""
+
+    def graph():
+        x, p, k = sources()
+        n = x.shape()[0]
+        if n >= 4:
+            y = x[3]
+        else:
+            y = x[0]
+        return (y,)
+
+    (ys,) = run(graph)
+    for i in range(N):
+        assert int(ys[i]) == (XS[i][3] if len(XS[i]) >= 4 else XS[i][0])
+
+
+def test_lazy_and_or_and_not():
+    def graph():
+        x, p, k = sources()
+        n = x.shape()[0]
+        big = (n >= 4) and (x[3] > 10)  # x[3] only where n >= 4
+        small = (n < 4) or (x[3] > 10)
+        neg = not p
+        both = p and k == 1 and n > 1
+        return big, small, neg, both
+
+    big, small, neg, both = run(graph)
+    for i in range(N):
+        n = len(XS[i])
+        assert bool(big[i]) == (n >= 4 and XS[i][3] > 10)
+        assert bool(small[i]) == (n < 4 or XS[i][3] > 10)
+        assert bool(neg[i]) == (not PS[i]) and neg[i].dtype == np.bool_
+        assert bool(both[i]) == bool(PS[i] and KS[i] == 1 and n > 1)
+
+
+def test_python_conditions_still_run_as_python():
+    def graph(flip=True):
+        x, p, k = sources()
+        if flip and 1 > 0:
+            y = x * 2
+        else:
+            y = x * 3
+        return (y,)
+
+    (ys,) = run(graph)
+    np.testing.assert_array_equal(ys[5], XS[5] * 2)
+
+
+def test_variables_used_only_inside_a_branch_need_no_else():
+    def graph():
+        x, p, k = sources()
+        if p:
+            tmp = x * 3
+            y = tmp + 1
+        else:
+            y = x
+        return (y,)
+
+    (ys,) = run(graph)
+    for i in range(N):
+        np.testing.assert_array_equal(ys[i], XS[i] * 3 + 1 if PS[i] else XS[i])
+
+
+def test_returns_in_both_branches_and_early_return():
+    def both_return():
+        x, p, k = sources()
+        if p:
+            return (x + 1,)
+        else:
+            return (x - 1,)
+
+    def early_return():
+        x, p, k = sources()
+        if p:
+            return (x + 1,)
+        y = x * 5
+        return (y,)
+
+    for graph, other in [(both_return, lambda a: a - 1), (early_return, lambda a: a * 5)]:
+        (ys,) = run(graph)
+        for i in range(N):
+            np.testing.assert_array_equal(ys[i], XS[i] + 1 if PS[i] else other(XS[i]))
+
+
+def test_structures_and_constants_are_merged():
+    def graph():
+        x, p, k = sources()
+        if p:
+            pair = (x, k)
+            c = 7
+            d = {"a": x[0]}
+        else:
+            pair = (x * 0, k + 10)
+            c = x[0]
+            d = {"a": k}
+        return pair[0], pair[1], c, d["a"]
+
+    a, b, c, d = run(graph)
+    for i in range(N):
+        p = bool(PS[i])
+        np.testing.assert_array_equal(a[i], XS[i] if p else XS[i] * 0)
+        assert int(b[i]) == (KS[i] if p else KS[i] + 10)
+        assert int(c[i]) == (7 if p else XS[i][0])
+        assert int(d[i]) == (XS[i][0] if p else KS[i])
+
+
+def test_random_numbers_do_not_depend_on_the_branch_or_threads():
+    def graph():
+        x, p, k = sources()
+        u = fn.random.uniform(range=(0, 1))
+        if p:
+            y = u * 2
+        else:
+            y = u * 3
+        return u, y
+
+    for threads in (1, 2):
+        u, y = run(graph, threads=threads)
+        for i in range(N):
+            assert float(y[i]) == pytest.approx(float(u[i]) * (2 if PS[i] else 3))
+    assert [float(v) for v in run(graph, threads=1)[0]] == [float(v) for v in u]
+
+
+def _helper(x, k):
+    if k > 0:
+        return x + 1000
+    return x
+
+
+def test_functions_called_from_the_pipeline_are_converted():
+    def graph():
+        x, p, k = sources()
+        return (_helper(x, k),)
+
+    (ys,) = run(graph)
+    for i in range(N):
+        np.testing.assert_array_equal(ys[i], XS[i] + 1000 if KS[i] > 0 else XS[i])
+
+
+def test_experimental_pipeline_def_path():
+    @experimental.pipeline_def(enable_conditionals=True, batch_size=N, num_threads=1,
+                               device_id=None, debug=False)  # fmt: skip
+    def graph():
+        x, p, k = sources()
+        if p:
+            x = x + 1
+        return x
+
+    (out,) = graph().run()
+    np.testing.assert_array_equal(out.at(0), XS[0] + 1)
+
+
+def test_an_expression_is_not_fused_across_branches():
+    def graph():
+        x, p, k = sources()
+        y = x * 2
+        if p:
+            y = y + 1
+        return (y,)
+
+    pipe = pipeline_def(graph, enable_conditionals=True, batch_size=N, num_threads=1,
+                        device_id=None)()  # fmt: skip
+    pipe.build()
+    arith = [n for n in pipe._executor.cpu_ops if n.op.schema == "_arithmetic_generic_op"]
+    assert len(arith) == 2 and arith[0].scope is None and arith[1].scope is not None
+    (out,) = pipe.run()
+    np.testing.assert_array_equal(out.at(0), XS[0] * 2 + 1)
+    np.testing.assert_array_equal(out.at(1), XS[1] * 2)
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def test_variable_set_in_one_branch_only():
+    def graph():
+        x, p, k = sources()
+        if p:
+            y = x
+        return (y,)
+
+    with pytest.raises(RuntimeError, match="Variable 'y' must also be initialized in the `else`"):
+        run(graph)
+
+
+def test_divergent_structures():
+    def graph():
+        x, p, k = sources()
+        if p:
+            y = (x, x)
+        else:
+            y = x
+        return (y[0],)
+
+    with pytest.raises(ValueError, match="Divergent data found in different branches"):
+        run(graph)
+
+
+def test_divergent_types_at_run_time():
+    def graph():
+        x, p, k = sources()
+        if p:
+            y = x
+        else:
+            y = fn.cast(x, dtype=types.FLOAT)
+        return (y,)
+
+    with pytest.raises(PipelineError, match="variable 'y' is int32 .* float32"):
+        run(graph)
+
+
+def test_predicate_must_be_a_cpu_scalar():
+    def non_scalar():
+        x, p, k = sources()
+        if x:
+            x = x + 1
+        return (x,)
+
+    with pytest.raises(PipelineError, match=r"Conditions inside `if` statements are restricted "
+                       r"to scalar \(0-d tensors\) inputs, that are placed on CPU. Got a 1-d"):  # fmt: skip
+        run(non_scalar)
+
+    def non_bool_and():
+        x, p, k = sources()
+        return (k and p,)
+
+    with pytest.raises(PipelineError, match="Logical expression `and` is restricted to scalar .* "
+                       "of `bool` type.* Got an input of type `int32` as the left"):  # fmt: skip
+        run(non_bool_and)
+
+
+def test_gpu_predicate_is_rejected():
+    from dlpipe.graph import DataNode
+
+    def graph():
+        x, p, k = sources()
+        gpu_p = DataNode("p_on_gpu", "gpu", None)  # as p.gpu() would give, without a GPU
+        if gpu_p:
+            x = x + 1
+        return (x,)
+
+    with pytest.raises(RuntimeError, match="Got a GPU input as a condition of the `if`"):
+        run(graph)
+
+
+def test_a_branch_value_used_outside_its_branch():
+    def graph():
+        x, p, k = sources()
+        leaked = []
+        if p:
+            leaked.append(x * 2)
+            y = x
+        else:
+            y = x
+        return (leaked[0] + y,)
+
+    with pytest.raises(PipelineError, match="produced inside a branch of an `if`"):
+        run(graph)
+
+
+def test_unsupported_return_position():
+    def graph():
+        x, p, k = sources()
+        for _ in range(1):
+            if p:
+                break
+        return (x,)
+
+    with pytest.raises(TypeError, match="branches contain `break` is not supported"):
+        run(graph)
+
+
+def test_without_enable_conditionals_the_error_says_how():
+    def graph():
+        x, p, k = sources()
+        if p:
+            x = x + 1
+        return x
+
+    with pytest.raises(TypeError, match="enable_conditionals=True"):
+        pipeline_def(graph, batch_size=N, num_threads=1, device_id=None)()
+    assert dlpipe.pipeline_def is pipeline_def
