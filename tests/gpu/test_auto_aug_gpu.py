@@ -1,5 +1,6 @@
-"""GPU side of the automatic-augmentation operators and augmentations: fn.equalize and
-fn.filter against the CPU operators (or numpy, where the CPU lacks a case), on random inputs."""
+"""GPU side of the automatic augmentations: fn.equalize and fn.filter against the CPU
+operators (or numpy, where the CPU lacks a case), every augmentation and AutoAugment /
+RandAugment / TrivialAugment on the GPU against the same on the CPU, on random inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
-from dlpipe import Pipeline, fn, types  # noqa: E402
+from dlpipe import Pipeline, fn, pipeline_def, types  # noqa: E402
+from dlpipe.auto_aug import augmentations as a  # noqa: E402
+from dlpipe.auto_aug import auto_augment, rand_augment, trivial_augment  # noqa: E402
+from dlpipe.auto_aug.core import signed_bin  # noqa: E402
 
 
 def _pipe_outputs(build, feeds, batch, layout=None):
@@ -30,9 +34,9 @@ def _host(tl):
 
 
 def _close(gpu, cpu, tol):
-    for a, b in zip(_host(gpu), _host(cpu), strict=True):
-        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-        d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    for g, c in zip(_host(gpu), _host(cpu), strict=True):
+        assert g.shape == c.shape and g.dtype == c.dtype, (g.shape, c.shape, g.dtype, c.dtype)
+        d = np.abs(g.astype(np.float64) - c.astype(np.float64))
         assert d.max(initial=0) <= tol, d.max()
 
 
@@ -131,3 +135,69 @@ def test_filter_int8_float16_and_volumes_against_numpy():
         for c in range(3)
     )
     np.testing.assert_allclose(_host(g)[0], want, rtol=1e-4, atol=1e-4)
+
+
+# --- augmentations and the automatic augmentations: GPU against CPU -----------------------------
+
+_AUGS = [
+    a.shear_x,
+    a.shear_y,
+    a.translate_x_no_shape,
+    a.translate_y_no_shape,
+    a.rotate,
+    a.brightness,
+    a.contrast,
+    a.color,
+    a.sharpness,
+    a.posterize,
+    a.solarize,
+    a.solarize_add,
+    a.invert,
+    a.equalize,
+    a.auto_contrast,
+    a.identity,
+]
+
+
+@pytest.mark.parametrize("aug", _AUGS, ids=lambda x: x.name)
+def test_augmentation_gpu_matches_cpu(aug):
+    rng = np.random.default_rng(4)
+    imgs = [
+        rng.integers(0, 256, (int(rng.integers(12, 30)), 21, 3)).astype(np.uint8) for _ in range(6)
+    ]
+    bins = [np.int32(b) for b in (0, 2, 5, 7, 9, 10)]
+    signs = [np.int32(s) for s in (0, 1, 1, 0, 1, 0)]
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=1)
+    with pipe:
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        b = fn.external_source(source=lambda: bins)
+        mag = signed_bin(b, random_sign=fn.external_source(source=lambda: signs))
+        kw = dict(magnitude_bin=mag, num_magnitude_bins=11)
+        pipe.set_outputs(aug(x.gpu(), **kw), aug(x, **kw))
+    g, c = pipe.run()
+    assert g.layout() == "HWC"
+    _close(g, c, 1)
+
+
+@pipeline_def(enable_conditionals=True)
+def _both_devices(kind, imgs):
+    x = fn.external_source(source=lambda: imgs, layout="HWC")
+    outs = []
+    for data in (x.gpu(), x):  # the same explicit seeds: the same choices on both devices
+        if kind == "auto_augment":
+            outs.append(auto_augment.auto_augment_image_net(data, shape=[24, 28], seed=11))
+        elif kind == "rand_augment":
+            outs.append(rand_augment.rand_augment(data, n=2, m=12, seed=11))
+        else:
+            outs.append(trivial_augment.trivial_augment_wide(data, shape=[24, 28], seed=11))
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_automatic_augmentations_gpu_match_cpu(kind):
+    rng = np.random.default_rng(5)
+    imgs = [rng.integers(0, 256, (24, 28, 3)).astype(np.uint8) for _ in range(16)]
+    pipe = _both_devices(kind, imgs, batch_size=16, num_threads=2, device_id=0, seed=2)
+    for _ in range(2):
+        g, c = pipe.run()
+        _close(g, c, 2)  # up to two steps, each within one of the CPU
