@@ -221,6 +221,14 @@ class _DALIProxy:
         return pipe_run_ref
 
 
+def _num_outputs(pipe: Pipeline) -> int:
+    """The number of outputs of the graph, without starting the pipeline's executor (its
+    threads would be forked with the workers)."""
+    if pipe._outputs is None:
+        pipe.build()
+    return len(pipe._outputs)
+
+
 def _external_source_names(pipe: Pipeline) -> list[str]:
     """The names of the pipeline's external sources, in the order they were added."""
     if not pipe._ops and pipe._has_define_graph():
@@ -290,7 +298,7 @@ class DALIServer:
         """The callable to use as the Dataset's transform (one object per server)."""
         if self._proxy is None:
             self._proxy = _DALIProxy(
-                self._signature, self._pipe.num_outputs, self._dali_input_q, self._deterministic
+                self._signature, _num_outputs(self._pipe), self._dali_input_q, self._deterministic
             )
         return self._proxy
 
