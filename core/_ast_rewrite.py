@@ -182,7 +182,14 @@ class _Rewriter(ast.NodeTransformer):
         for st in ast.walk(node):
             if isinstance(st, ast.Global | ast.Nonlocal) and st is not node:
                 declared |= set(st.names)
-        self.scopes.append({"init": [], "skip": params | declared, "loads": _loads(node.body)})
+        self.scopes.append(
+            {
+                "init": [],
+                "skip": params | declared,
+                "declared": declared,
+                "loads": _loads(node.body),
+            }
+        )
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.args = self.visit(node.args)
         body = self.block(node.body, function_body=True)
@@ -281,11 +288,12 @@ class _Rewriter(ast.NodeTransformer):
         if why is not None:
             native = ast.Call(_helper("native_test"), [test, ast.Constant(why)], [])
             return [ast.If(test=native, body=body, orelse=orelse)] + tail
-        names = [n for n in names if n not in scope["skip"]]
-        outputs = [n for n in outputs if n not in scope["skip"]]
-        for n in names:
-            if n not in scope["init"]:
+        for n in names:  # parameters are defined already; global/nonlocal names are not ours
+            if n not in scope["skip"] and n not in scope["init"]:
                 scope["init"].append(n)
+        declared = scope.get("declared", set())
+        names = [n for n in names if n not in declared]  # a parameter is merged like any local
+        outputs = [n for n in outputs if n not in declared]
         t_name, f_name = self.fresh("true"), self.fresh("false")
         get_name, set_name = self.fresh("get"), self.fresh("set")
         nonlocal_ = [ast.Nonlocal(names=list(names))] if names else []

@@ -507,6 +507,14 @@ class Pipeline:
         self._use_scheduled_api()
         self._schedule()
 
+    def _run_once(self) -> None:
+        """Queue exactly one iteration, whatever the prefetch depth (DALI's ``_run_once``):
+        for a caller that feeds its external sources one batch at a time, as the PyTorch
+        proxy (``plugins/pytorch/experimental/proxy.py``) does."""
+        self._use_scheduled_api()
+        self.build()
+        self._executor.schedule(1)
+
     def _schedule(self) -> None:
         self.build()
         self._check_process()

@@ -1,0 +1,89 @@
+"""The GPU side of ``fn.equalize`` (``equalize.cu``): histograms, lookup tables and the lookup,
+one launch each per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import get_function, stream_scoped, upload
+from ._batch import alloc_batch, as_samples
+
+EQ_DESC = np.dtype(
+    [
+        ("in_ptr", "<i8"),
+        ("out_ptr", "<i8"),
+        ("pixels", "<i8"),
+        ("cdiv", "<i8"),
+        ("frames", "<i4"),
+        ("channels", "<i4"),
+        ("plane0", "<i8"),
+    ]
+)
+BINS = 256
+_BLOCK = 256
+
+
+def _get_equalize_kernel(name: str, device_id: int):
+    return get_function("equalize.cu", name, device_id)
+
+
+def equalize_descs(
+    in_ptrs, out_ptrs, geometry: Sequence[tuple[int, int, int, int]]
+) -> tuple[np.ndarray, int]:
+    """The per-sample descriptors and the number of planes of a batch.
+
+    Args:
+        in_ptrs, out_ptrs: device addresses of the (contiguous) samples.
+        geometry: per sample (frames, pixels per plane, channels, channel divisor), as
+            ``operators.equalize.equalize_geometry`` gives it.
+
+    Returns:
+        (descriptors, total planes); the planes of sample ``k`` start at ``plane0[k]``.
+    """
+    n = len(geometry)
+    d = np.zeros(n, EQ_DESC)
+    d["in_ptr"] = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    d["out_ptr"] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    g = np.asarray(geometry, np.int64).reshape(n, 4)
+    d["frames"], d["pixels"], d["channels"], d["cdiv"] = g[:, 0], g[:, 1], g[:, 2], g[:, 3]
+    planes = g[:, 0] * g[:, 2]
+    d["plane0"] = np.concatenate([[0], np.cumsum(planes)[:-1]]) if n else []
+    return d, int(planes.sum())
+
+
+@stream_scoped
+def equalize_batch(inputs, geometry, stream=None):
+    """Equalize every plane of a uint8 batch; ``geometry`` as in :func:`equalize_descs`."""
+    import cupy
+
+    from .layout import c_strides, copy_batch
+
+    s = as_samples(inputs)
+    if len(s) and not (s.strides == c_strides(s.shapes)).all():
+        s = copy_batch(s, stream=stream)
+    out = alloc_batch(s.shapes, np.uint8, s.device_id)
+    n = len(s)
+    if n == 0:
+        return out
+    d, planes = equalize_descs(s.ptrs, out.ptrs, geometry)
+    sizes = d["pixels"] * d["channels"]
+    if planes == 0 or int(sizes.max()) == 0:
+        return out
+    hist = cupy.zeros(planes * BINS, np.uint32)
+    lut = cupy.empty(planes * BINS, np.uint8)
+    descs = upload(d, stream)
+    blocks = max(1, min(1024, -(-int(sizes.max()) // (_BLOCK * 8))))
+    frames = max(1, min(65535, int(d["frames"].max())))
+    _get_equalize_kernel("equalize_hist", s.device_id)(
+        (blocks, frames, n), (_BLOCK, 1, 1), (descs, hist), stream=stream
+    )
+    _get_equalize_kernel("equalize_lut", s.device_id)(
+        (planes, 1, 1), (BINS, 1, 1), (hist, lut), stream=stream
+    )
+    total = int((sizes * d["frames"]).max())
+    _get_equalize_kernel("equalize_apply", s.device_id)(
+        (max(1, min(4096, -(-total // _BLOCK))), 1, n), (_BLOCK, 1, 1), (descs, lut), stream=stream
+    )
+    return out

@@ -1,0 +1,203 @@
+"""GPU side of the automatic augmentations: fn.equalize and fn.filter against the CPU
+operators (or numpy, where the CPU lacks a case), every augmentation and AutoAugment /
+RandAugment / TrivialAugment on the GPU against the same on the CPU, on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from dlpipe import Pipeline, fn, pipeline_def, types  # noqa: E402
+from dlpipe.auto_aug import augmentations as a  # noqa: E402
+from dlpipe.auto_aug import auto_augment, rand_augment, trivial_augment  # noqa: E402
+from dlpipe.auto_aug.core import signed_bin  # noqa: E402
+
+
+def _pipe_outputs(build, feeds, batch, layout=None):
+    """Run ``build(*nodes)`` once; ``feeds`` are lists of samples, the first with ``layout``."""
+    pipe = Pipeline(batch_size=batch, num_threads=2, device_id=0, seed=3)
+    with pipe:
+        nodes = [
+            fn.external_source(source=lambda f=f: f, layout=layout if i == 0 else None)
+            for i, f in enumerate(feeds)
+        ]
+        pipe.set_outputs(*build(*nodes))
+    return pipe.run()
+
+
+def _host(tl):
+    tl = tl.as_cpu() if hasattr(tl, "as_cpu") else tl
+    return [np.asarray(tl.at(i)) for i in range(len(tl))]
+
+
+def _close(gpu, cpu, tol):
+    for g, c in zip(_host(gpu), _host(cpu), strict=True):
+        assert g.shape == c.shape and g.dtype == c.dtype, (g.shape, c.shape, g.dtype, c.dtype)
+        d = np.abs(g.astype(np.float64) - c.astype(np.float64))
+        assert d.max(initial=0) <= tol, d.max()
+
+
+# --- equalize ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layout, shapes",
+    [
+        ("HWC", [(37, 41, 3), (12, 90, 3), (1, 1, 3), (64, 64, 3)]),
+        ("HW", [(30, 20), (7, 9)]),
+        ("CHW", [(3, 25, 17), (3, 8, 8)]),
+        ("FHWC", [(3, 20, 22, 3), (2, 5, 5, 3)]),
+        ("HWC", [(16, 16, 20)]),  # more channels than the shared-memory histograms hold
+    ],
+)
+def test_equalize_matches_cpu(layout, shapes):
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(40, 140, s).astype(np.uint8) for s in shapes]
+    samples[0].reshape(-1)[:5] = 255
+    g, c = _pipe_outputs(
+        lambda x: (fn.equalize(x.gpu()), fn.equalize(x)), [samples], len(samples), layout
+    )
+    assert g.layout() == layout
+    _close(g, c, 1)  # OpenCV scales in float32, DALI's GPU table in double
+
+
+def test_equalize_constant_image_unchanged():
+    x = np.full((10, 12, 3), 33, np.uint8)
+    (g,) = _pipe_outputs(lambda n: (fn.experimental.equalize(n.gpu()),), [[x]], 1, "HWC")
+    np.testing.assert_array_equal(_host(g)[0], x)
+
+
+# --- filter -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("border", ["reflect_101", "reflect_1001", "wrap", "clamp", "constant"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint16, np.float32])
+def test_filter_matches_cpu(border, dtype):
+    rng = np.random.default_rng(1)
+    shapes = [(20, 31, 3), (9, 7, 3), (40, 12, 3)]
+    samples = [rng.integers(0, 250, s).astype(dtype) for s in shapes]
+    filters = [rng.normal(size=fs).astype(np.float32) for fs in [(3, 3), (5, 2), (1, 7)]]
+    fills = [np.array(v, dtype) for v in (3, 0, 100)]
+
+    def build(x, f, fill):
+        kw = dict(border=border, anchor=[0, -1])
+        return fn.filter(x.gpu(), f, fill, **kw), fn.filter(x, f, fill, **kw)
+
+    g, c = _pipe_outputs(build, [samples, filters, fills], 3, "HWC")
+    _close(g, c, 1 if dtype != np.float32 else 1e-3)
+
+
+def test_filter_gpu_filters_valid_mode_and_float_output():
+    rng = np.random.default_rng(2)
+    samples = [rng.integers(0, 256, (15, 17, 3)).astype(np.uint8) for _ in range(2)]
+    filters = [rng.normal(size=(3, 4)).astype(np.float32) for _ in range(2)]
+
+    def build(x, f):
+        kw = dict(mode="valid", dtype=types.FLOAT)
+        return fn.filter(x.gpu(), f.gpu(), **kw), fn.filter(x, f, **kw)
+
+    g, c = _pipe_outputs(build, [samples, filters], 2, "HWC")
+    _close(g, c, 1e-3)
+
+
+def test_filter_int8_float16_and_volumes_against_numpy():
+    rng = np.random.default_rng(3)
+    img = rng.integers(-100, 100, (11, 13)).astype(np.int8)
+    k = rng.normal(size=(3, 3)).astype(np.float32)
+    (g,) = _pipe_outputs(
+        lambda x, f: (fn.filter(x.gpu(), f, border="clamp"),), [[img], [k]], 1, "HW"
+    )
+    pad = np.pad(img.astype(np.float64), 1, mode="edge")
+    want = sum(k[i, j] * pad[i : i + 11, j : j + 13] for i in range(3) for j in range(3))
+    got = _host(g)[0]
+    assert got.dtype == np.int8
+    assert np.abs(got - np.clip(np.rint(want), -128, 127)).max() <= 1
+
+    half = rng.uniform(0, 1, (9, 8, 2)).astype(np.float16)
+    (g,) = _pipe_outputs(lambda x, f: (fn.filter(x.gpu(), f),), [[half], [k]], 1, "HWC")
+    pad = np.pad(half.astype(np.float64), ((1, 1), (1, 1), (0, 0)), mode="reflect")
+    want = sum(k[i, j] * pad[i : i + 9, j : j + 8] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(_host(g)[0].astype(np.float64), want, atol=2e-2)
+
+    vol = rng.uniform(0, 1, (6, 7, 8)).astype(np.float32)
+    k3 = rng.normal(size=(3, 2, 3)).astype(np.float32)
+    (g,) = _pipe_outputs(
+        lambda x, f: (fn.filter(x.gpu(), f, border="wrap"),), [[vol], [k3]], 1, "DHW"
+    )
+    pad = np.pad(vol.astype(np.float64), ((1, 1), (1, 0), (1, 1)), mode="wrap")
+    want = sum(
+        k3[a, b, c] * pad[a : a + 6, b : b + 7, c : c + 8]
+        for a in range(3)
+        for b in range(2)
+        for c in range(3)
+    )
+    np.testing.assert_allclose(_host(g)[0], want, rtol=1e-4, atol=1e-4)
+
+
+# --- augmentations and the automatic augmentations: GPU against CPU -----------------------------
+
+_AUGS = [
+    a.shear_x,
+    a.shear_y,
+    a.translate_x_no_shape,
+    a.translate_y_no_shape,
+    a.rotate,
+    a.brightness,
+    a.contrast,
+    a.color,
+    a.sharpness,
+    a.posterize,
+    a.solarize,
+    a.solarize_add,
+    a.invert,
+    a.equalize,
+    a.auto_contrast,
+    a.identity,
+]
+
+
+@pytest.mark.parametrize("aug", _AUGS, ids=lambda x: x.name)
+def test_augmentation_gpu_matches_cpu(aug):
+    rng = np.random.default_rng(4)
+    imgs = [
+        rng.integers(0, 256, (int(rng.integers(12, 30)), 21, 3)).astype(np.uint8) for _ in range(6)
+    ]
+    bins = [np.int32(b) for b in (0, 2, 5, 7, 9, 10)]
+    signs = [np.int32(s) for s in (0, 1, 1, 0, 1, 0)]
+    pipe = Pipeline(batch_size=6, num_threads=2, device_id=0, seed=1)
+    with pipe:
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        b = fn.external_source(source=lambda: bins)
+        mag = signed_bin(b, random_sign=fn.external_source(source=lambda: signs))
+        kw = dict(magnitude_bin=mag, num_magnitude_bins=11)
+        pipe.set_outputs(aug(x.gpu(), **kw), aug(x, **kw))
+    g, c = pipe.run()
+    assert g.layout() == "HWC"
+    _close(g, c, 1)
+
+
+@pipeline_def(enable_conditionals=True)
+def _both_devices(kind, imgs):
+    x = fn.external_source(source=lambda: imgs, layout="HWC")
+    outs = []
+    for data in (x.gpu(), x):  # the same explicit seeds: the same choices on both devices
+        if kind == "auto_augment":
+            outs.append(auto_augment.auto_augment_image_net(data, shape=[24, 28], seed=11))
+        elif kind == "rand_augment":
+            outs.append(rand_augment.rand_augment(data, n=2, m=12, seed=11))
+        else:
+            outs.append(trivial_augment.trivial_augment_wide(data, shape=[24, 28], seed=11))
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_automatic_augmentations_gpu_match_cpu(kind):
+    rng = np.random.default_rng(5)
+    imgs = [rng.integers(0, 256, (24, 28, 3)).astype(np.uint8) for _ in range(16)]
+    pipe = _both_devices(kind, imgs, batch_size=16, num_threads=2, device_id=0, seed=2)
+    for _ in range(2):
+        g, c = pipe.run()
+        _close(g, c, 2)  # up to two steps, each within one of the CPU
