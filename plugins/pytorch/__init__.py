@@ -120,6 +120,18 @@ def feed_ndarray(dali_tensor, arr: torch.Tensor, cuda_stream: Any = None) -> tor
     return arr
 
 
+def to_torch(tensorlist) -> torch.Tensor:
+    """A pipeline output (a dense batch) as one torch tensor, without a copy where torch
+    allows it. A GPU batch goes through DLPack: torch passes its current stream to
+    ``__dlpack__(stream=...)``, which makes that stream wait for the pipeline's work."""
+    if isinstance(tensorlist, TensorListCPU):
+        array = tensorlist.as_array()
+        if not array.flags.writeable or any(s < 0 for s in array.strides):
+            array = np.array(array)  # torch needs writable memory and positive strides
+        return torch.from_numpy(array)
+    return torch.from_dlpack(tensorlist.as_tensor())
+
+
 class GenericIterator(BaseIterator):
     """Iterates over pipelines and returns a list with one ``{name: torch.Tensor}`` dict per
     pipeline (DALI's ``DALIGenericIterator``).
@@ -184,15 +196,9 @@ class GenericIterator(BaseIterator):
         )
 
     def _convert(self, tensorlist, pipeline) -> torch.Tensor:
+        tensor = to_torch(tensorlist)
         if isinstance(tensorlist, TensorListCPU):
-            array = tensorlist.as_array()
-            if not array.flags.writeable or any(s < 0 for s in array.strides):
-                array = np.array(array)  # torch needs writable memory and positive strides
-            tensor = torch.from_numpy(array)
             return tensor.pin_memory() if self._pin_memory else tensor
-        # A GPU batch: torch.from_dlpack passes torch's current stream of the batch's device to
-        # __dlpack__(stream=...), which makes that stream wait for the pipeline's work.
-        tensor = torch.from_dlpack(tensorlist.as_tensor())
         device_id = pipeline.device_id
         if device_id is not None and tensor.device.index != device_id:
             raise DeviceError(
