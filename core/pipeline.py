@@ -105,6 +105,11 @@ class Pipeline:
         checkpoint: restore from what :meth:`checkpoint` returned (bytes, or a file path): the
             pipeline then yields exactly what the checkpointed one would have yielded next.
             The graph must be the same.
+
+    Raises:
+        ArgumentTypeError: an argument of the wrong type, named with its value
+            (``batch_size='8' is a str; pass an int (argparse: type=int)``); also a TypeError.
+        ArgumentError: a value out of range (``prefetch_queue_depth=0 must be >= 1``).
     """
 
     def __init__(
