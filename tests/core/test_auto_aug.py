@@ -362,13 +362,14 @@ def test_rand_augment_applies_n_ops_and_n0_warns():
         x = fn.external_source(source=lambda: imgs, layout="HWC")
         return rand_augment.apply_rand_augment([a.invert, a.identity], x, n=n, m=0)
 
-    (out,) = pipe(3, batch_size=12, num_threads=1, device_id=None, seed=4).run()
-    kinds = set()
-    for i, img in enumerate(imgs):
-        got = np.asarray(out.at(i))
-        assert np.array_equal(got, img) or np.array_equal(got, 255 - img)
-        kinds.add(np.array_equal(got, img))
-    assert kinds == {True, False}
+    for n in (1, 3):  # one op: scalar draws; several: one draw per level
+        (out,) = pipe(n, batch_size=12, num_threads=1, device_id=None, seed=4).run()
+        kinds = set()
+        for i, img in enumerate(imgs):
+            got = np.asarray(out.at(i))
+            assert np.array_equal(got, img) or np.array_equal(got, 255 - img)
+            kinds.add(np.array_equal(got, img))
+        assert kinds == {True, False}
     with pytest.warns(Warning, match="n=0"):
         p = pipe(0, batch_size=12, num_threads=1, device_id=None)
     np.testing.assert_array_equal(p.run()[0].at(0), imgs[0])
