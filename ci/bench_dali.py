@@ -247,9 +247,15 @@ def child(args) -> None:
         )
     on_gpu = name != "cpu640"
     rates, cpu_start = [], None
+    profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
     for epoch in range(args.epochs):
         if epoch == 1:
             cpu_start = _tree_cpu_seconds()
+            if profile:
+                import yappi
+
+                yappi.set_clock_type("cpu")
+                yappi.start(profile_threads=True)
         start, images, acc = time.perf_counter(), 0, 0
         for data in it:
             x, y = data[0]["data"], data[0]["label"]
@@ -261,6 +267,8 @@ def child(args) -> None:
         rates.append(images / (time.perf_counter() - start))
     cpu = _tree_cpu_seconds() - cpu_start
     timed = rates[1:]
+    if profile:
+        _write_profile(profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
     stats = None
     if args.lib == "dlpipe" and args.stats:
         st = pipe.stats()
@@ -293,6 +301,27 @@ def child(args) -> None:
     del it
     if hasattr(pipe, "close"):
         pipe.close()
+
+
+def _write_profile(folder: str, name: str, batches: float) -> None:
+    """CPU time per batch of every thread of this process, and of the functions that take the
+    most (own time), from yappi: where the pipeline's process spends its GIL."""
+    import yappi
+
+    yappi.stop()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    lines = [f"{name}: CPU ms per batch, {batches:.0f} batches"]
+    for t in sorted(yappi.get_thread_stats(), key=lambda t: -t.ttot):
+        label = names.get(t.tid, t.name)
+        lines.append(f"  thread {label:<28} {1e3 * t.ttot / batches:8.3f}")
+    stats = yappi.get_func_stats()
+    stats.sort("tsub", "desc")
+    lines.append("  own ms/batch   calls/batch  function")
+    for f in list(stats)[:45]:
+        where = f"{f.module.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"
+        lines.append(f"  {1e3 * f.tsub / batches:12.3f} {f.ncall / batches:12.1f}  {where}")
+    with open(os.path.join(folder, f"profile-{name}.txt"), "w") as out:
+        out.write("\n".join(lines) + "\n")
 
 
 # --- the parent ----------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ A function is re-compiled from its source with:
   outside the ``if``, a syntactic stand-in for AutoGraph's liveness) / ``__dl__.if_stmt(test,
   _t, _f, get, set, names)``; ``elif`` chains are nested ``if``s. Every such variable is first
   set to an "undefined" marker at the top of the function (so ``nonlocal`` finds it and an
-  output set in one branch only is detected).
+  output set in one branch only is detected). Items and attributes set in a branch
+  (``d["k"] = ...``, ``o.a = ...``, with a constant key) are outputs too.
 * ``return`` at the end of both branches (or an early ``return`` followed by more code, which
   becomes the ``else``) -> an assignment in each branch and one ``return`` after the ``if``.
   Other ``return`` / ``break`` / ``continue`` / ``yield`` in a branch leave the ``if`` as Python
@@ -268,6 +269,11 @@ class _Rewriter(ast.NodeTransformer):
         scope = self.scopes[-1] if self.scopes else {"init": [], "skip": set(), "loads": {}}
         inside = _loads(node.body + node.orelse)
         outputs = [n for n in names if scope["loads"].get(n, 0) > inside.get(n, 0)]
+        # items and attributes set in a branch (d["k"] = ..., o.a = ...) are outputs too
+        parts = [
+            c for c in composites(node.body + node.orelse)
+            if scope["loads"].get(c[0], 0) > inside.get(c[0], 0)
+        ]  # fmt: skip
         test = self.visit(node.test)
         body = self.block(node.body)
         orelse = self.block(node.orelse)
@@ -291,20 +297,22 @@ class _Rewriter(ast.NodeTransformer):
         t_name, f_name = self.fresh("true"), self.fresh("false")
         get_name, set_name = self.fresh("get"), self.fresh("set")
         nonlocal_ = [ast.Nonlocal(names=list(names))] if names else []
-        value = ast.Name("__dl_value", ast.Load())
-        tuple_load = ast.Tuple([ast.Name(n, ast.Load()) for n in outputs], ast.Load())
-        tuple_store = ast.Tuple([ast.Name(n, ast.Store()) for n in outputs], ast.Store())
+        loads = [ast.Name(n, ast.Load()) for n in outputs]
+        loads += [ast.Call(_helper("read"), [_lambda(_part(c, ast.Load()))], []) for c in parts]
+        setters: list[ast.stmt] = []
+        for i, n in enumerate(outputs):
+            setters.append(ast.Assign(targets=[ast.Name(n, ast.Store())], value=_item(i)))
+        for i, c in enumerate(parts, start=len(outputs)):
+            base, kind, key = c
+            args = [ast.Name(base, ast.Load()), ast.Constant(kind), ast.Constant(key), _item(i)]
+            setters.append(ast.Expr(ast.Call(_helper("write"), args, [])))
         defs = [
             _def(t_name, [], nonlocal_ + (body or [ast.Pass()])),
             _def(f_name, [], nonlocal_ + (orelse or [ast.Pass()])),
-            _def(get_name, [], [ast.Return(value=tuple_load)]),
-            _def(
-                set_name,
-                ["__dl_value"],
-                nonlocal_ + ([ast.Assign(targets=[tuple_store], value=value)] if outputs else [])
-                or [ast.Pass()],
-            ),
+            _def(get_name, [], [ast.Return(value=ast.Tuple(loads, ast.Load()))]),
+            _def(set_name, ["__dl_value"], (nonlocal_ + setters) or [ast.Pass()]),
         ]
+        labels = outputs + [_label(c) for c in parts]
         call = ast.Call(
             _helper("if_stmt"),
             [
@@ -313,7 +321,7 @@ class _Rewriter(ast.NodeTransformer):
                 ast.Name(f_name, ast.Load()),
                 ast.Name(get_name, ast.Load()),
                 ast.Name(set_name, ast.Load()),
-                ast.Tuple([ast.Constant(n) for n in outputs], ast.Load()),
+                ast.Tuple([ast.Constant(n) for n in labels], ast.Load()),
             ],
             [],
         )
@@ -360,6 +368,51 @@ def _def(name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
     )
     kw = {"type_params": []} if sys.version_info >= (3, 12) else {}
     return ast.FunctionDef(name=name, args=args, body=body, decorator_list=[], returns=None, **kw)
+
+
+def composites(stmts: list[ast.stmt]) -> list[tuple[str, str, object]]:
+    """``(base, "item" | "attr", key)`` of the ``name[constant] = ...`` and ``name.attr = ...``
+    targets in the statements' own scope (AutoGraph's composite symbols, one level deep)."""
+    found: list = []
+
+    class V(_Assigned):
+        def visit_Subscript(self, node):
+            if (isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+                    and isinstance(node.slice, ast.Constant)):  # fmt: skip
+                found.append((node.value.id, "item", node.slice.value))
+            self.generic_visit(node)
+
+        def visit_Attribute(self, node):
+            if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+                found.append((node.value.id, "attr", node.attr))
+            self.generic_visit(node)
+
+    v = V()
+    for st in stmts:
+        v.visit(st)
+    out = []
+    for c in found:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _part(c, ctx) -> ast.expr:
+    base, kind, key = c
+    if kind == "item":
+        return ast.Subscript(value=ast.Name(base, ast.Load()), slice=ast.Constant(key), ctx=ctx)
+    return ast.Attribute(value=ast.Name(base, ast.Load()), attr=key, ctx=ctx)
+
+
+def _label(c) -> str:
+    base, kind, key = c
+    return f"{base}[{key!r}]" if kind == "item" else f"{base}.{key}"
+
+
+def _item(i: int) -> ast.expr:
+    return ast.Subscript(
+        value=ast.Name("__dl_value", ast.Load()), slice=ast.Constant(i), ctx=ast.Load()
+    )
 
 
 def _lambda(expr: ast.expr) -> ast.Lambda:
@@ -496,6 +549,31 @@ class _Helpers:
         from ._conditionals import not_
 
         return not_(a)
+
+    @staticmethod
+    def read(thunk):
+        """An item or attribute, or the undefined marker when it does not exist (yet)."""
+        from ._conditionals import UNDEFINED
+
+        try:
+            return thunk()
+        except (KeyError, IndexError, AttributeError, NameError, TypeError):
+            return UNDEFINED
+
+    @staticmethod
+    def write(base, kind, key, value):
+        """Set (or, for the undefined marker, remove) an item or attribute."""
+        from ._conditionals import _Undefined
+
+        if isinstance(value, _Undefined):
+            try:
+                delattr(base, key) if kind == "attr" else base.__delitem__(key)
+            except (KeyError, IndexError, AttributeError, TypeError):
+                pass
+        elif kind == "attr":
+            setattr(base, key, value)
+        else:
+            base[key] = value
 
     @staticmethod
     def native_test(value, why):

@@ -9,9 +9,10 @@ cores, which grows with the thread count and costs more in a VM. Measured on a 1
 3,068 img/s with these thresholds.
 
 The setting is process-wide, so it is applied once, only on Linux with glibc, when a pipeline
-with a CPU thread pool is built, and not when the user chose otherwise: set
-``DLPIPE_MALLOC_TUNING=0`` to keep glibc's defaults, or set glibc's own
-``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` (then dlpipe leaves them alone).
+with a CPU thread pool is built, and not when the user chose otherwise: the pipeline's
+``RuntimeOptions(malloc_tuning=False)`` (``DLPIPE_MALLOC_TUNING=0`` when it is made) keeps
+glibc's defaults, and so does setting glibc's own ``MALLOC_MMAP_THRESHOLD_`` /
+``MALLOC_TRIM_THRESHOLD_`` (then dlpipe leaves them alone).
 """
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ _TRIM_THRESHOLD = 512 * 1024 * 1024
 _state: bool | None = None
 
 
-def tune_malloc() -> bool:
-    """Apply the thresholds once; True when they are in force."""
+def tune_malloc(enabled: bool = True, environ: dict | None = None) -> bool:
+    """Apply the thresholds once for the process (``enabled``: the pipeline's
+    ``RuntimeOptions.malloc_tuning``; a pipeline that does not want them applies nothing, and
+    one that does later still may). True when they are in force.
+
+    ``environ`` (``os.environ`` by default) is read for glibc's own ``MALLOC_*`` variables
+    only: set there, glibc was tuned by the user."""
     global _state
-    if _state is not None:
-        return _state
+    if _state is not None or not enabled:
+        return bool(_state)
     _state = False
-    env = os.environ
+    env = os.environ if environ is None else environ
     if (
         sys.platform != "linux"
-        or env.get("DLPIPE_MALLOC_TUNING", "1") == "0"
         or "MALLOC_MMAP_THRESHOLD_" in env
         or "MALLOC_TRIM_THRESHOLD_" in env
     ):

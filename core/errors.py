@@ -12,6 +12,11 @@ class ArgumentError(DlpipeError, ValueError):
     """An operator or pipeline argument is invalid; the message names it and its value."""
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (``batch_size="8"``); a ``TypeError`` as well, as Python
+    raises for one, and an :class:`ArgumentError` like every bad argument."""
+
+
 class DataNotFoundError(DlpipeError, FileNotFoundError):
     """A file or directory named by the user does not exist or holds no usable data."""
 

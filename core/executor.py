@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from ._conditionals import compact
-from ._malloc import tune_malloc
+from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
-from .graph import DataNode, Operator, OpNode
+from .graph import DataNode, Operator, OpNode, Rows
 from .profiler import Profiler
 from .tensors import TensorListCPU
 
@@ -77,16 +77,6 @@ class _DenseBatch:
         return slot
 
 
-class Rows(list):
-    """The samples of one CPU batch that are also the rows of one array, ``array``: what an
-    operator that takes whole batches (``Operator.dense_inputs``, e.g. the ``.gpu()`` copy)
-    uses instead of the list. Replacing a skipped sample makes a plain list again."""
-
-    def __init__(self, samples, array: np.ndarray):
-        super().__init__(samples)
-        self.array = array
-
-
 class _EndOfData:
     """Marks the iteration at which a source raised StopIteration (end of the epoch)."""
 
@@ -117,9 +107,37 @@ def _sample_error(exc: BaseException, node: OpNode, i: int, ws: Workspace) -> Ba
     return err
 
 
+class AllSkipped(DecodeError):
+    """Every sample of an iteration was skipped (``on_error="skip"``): the executor drops the
+    iteration and hands out the next one in its place (``Executor.get``). ``records`` are
+    its skipped samples, for ``pipe.skipped()``."""
+
+    def __init__(self, message: str, records: list[dict]):
+        super().__init__(message)
+        self.records = records
+
+
+class _Dropped:
+    """An iteration dropped because every sample of it was skipped, on its way through the
+    stage queues to ``get()`` (which schedules one more iteration in its place)."""
+
+    def __init__(self, exc: AllSkipped):
+        self.exc = exc
+
+
+# Iterations in a row whose every sample was skipped before get() gives up, when the readers
+# do not say how many batches an epoch has (external sources); see Executor._refill_limit.
+MAX_DROPPED = 100
+
+
 def replace_skipped(ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> None:
     """Fill each skipped sample with the nearest good sample of the batch (every output, CPU
-    or GPU, so data and labels stay paired) and record what was skipped."""
+    or GPU, so data and labels stay paired) and record what was skipped.
+
+    Raises:
+        AllSkipped: no sample of the batch is good; the executor then drops the iteration and
+            takes the next one of the stream in its place (``Executor.get``).
+    """
     good = [i for i in range(ws.batch_size) if i not in skipped]
     for i, (node, message) in sorted(skipped.items()):
         ws.skipped.append(
@@ -132,10 +150,11 @@ def replace_skipped(ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> No
             }
         )
     if not good:
-        node, message = skipped[min(skipped)]
-        raise DecodeError(
-            f"every sample of iteration {ws.iteration} was skipped (on_error='skip'); "
-            f"last error: {message}"
+        files = [r["file"] for r in ws.skipped if r["iteration"] == ws.iteration]
+        raise AllSkipped(
+            f"every sample of iteration {ws.iteration} was skipped (on_error='skip'): "
+            f"{files}; last error: {ws.skipped[-1]['error']}",
+            ws.skipped,
         )
     source = list(range(ws.batch_size))
     for i in skipped:
@@ -222,6 +241,17 @@ class Executor:
             CPU stage's output (encoded bytes, on the host): at most ``lanes`` +
             ``DECODED_SPARE`` iterations are decoded ahead of the GPU stage, and at most
             ``depth`` finished batches wait for the consumer (``_to_lane``, ``_gpu_finish``).
+        skipped_history: records of skipped samples kept (``SkipLog``); counts cover all.
+
+    Skipping: an operator with ``on_error="skip"`` drops samples, which ``replace_skipped``
+    fills from the good samples of the same batch. An iteration with no good sample left
+    is dropped whole, and ``get()`` hands out the next iteration of the stream in its place
+    (scheduling one more). Invariant: the batches handed out are the iterations in the
+    order their parameters were drawn (a deterministic sequence, whatever the threads or
+    lanes), less those whose every sample was skipped; each batch's ``last_state`` is the
+    state after its own draw, so a checkpoint resumes right after it. Readers stream on, so
+    an epoch keeps its number of batches; its last ones then take the samples that follow
+    (the next epoch's first) in place of the dropped batch.
     """
 
     def __init__(
@@ -237,6 +267,7 @@ class Executor:
         snapshot: Callable[[], list] | None = None,
         gpu_ops: Sequence[OpNode] = (),
         lookahead: int = 0,
+        skipped_history: int = 1000,
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -248,7 +279,8 @@ class Executor:
         self.gpu_stage = gpu_stage
         self.gpu_ops = list(gpu_ops)
         self.snapshot = snapshot
-        self.skipped: list[dict] = []  # samples dropped by on_error="skip" operators
+        self.skipped = SkipLog(skipped_history)  # samples dropped by on_error="skip" operators
+        self._dropped_in_a_row = 0  # iterations whose every sample was skipped (get)
         self.profiler = Profiler()
         if gpu_stage is not None:
             gpu_stage.profiler = self.profiler
@@ -269,8 +301,6 @@ class Executor:
         )
         self._ahead: Workspace | None = None  # the next iteration, drawn
         self._source_info_ops = [n for n in self.cpu_ops if getattr(n.op, "needs_source_info", 0)]
-        if num_threads > 1:
-            tune_malloc()  # per-sample buffers of MBs: reuse heap memory (see _malloc.py)
         # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
         # outputs, and the inputs of GPU-stage operators that take a whole batch (.gpu())
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
@@ -346,23 +376,33 @@ class Executor:
             raise StopIteration
         self._scheduled -= 1
         if not self.run_async:
-            try:
-                outputs, self.last_state, skipped = self._finish(self._run_cpu())
+            while True:
+                try:
+                    outputs, self.last_state, skipped = self._finish(self._run_cpu())
+                except AllSkipped as e:  # the next iteration in its place
+                    self._drop(e)
+                    continue
+                except StopIteration:
+                    self._end_of_data()
+                    raise
+                except BaseException as e:
+                    self._failed = e
+                    raise
+                self._dropped_in_a_row = 0
                 self.skipped += skipped
                 return outputs
-            except StopIteration:
-                self._end_of_data()
-                raise
-            except BaseException as e:
-                self._failed = e
-                raise
-        ready = self._done.qsize()
-        start = perf_counter()
-        item = self._done.get()
-        if self._mixed_pool is not None:  # room for the GPU stage's next batch
-            with self._room:
-                self._room.notify_all()
-        self.profiler.add_get(start, perf_counter(), ready)
+        while True:
+            ready = self._done.qsize()
+            start = perf_counter()
+            item = self._done.get()
+            if self._mixed_pool is not None:  # room for the GPU stage's next batch
+                with self._room:
+                    self._room.notify_all()
+            self.profiler.add_get(start, perf_counter(), ready)
+            if not isinstance(item, _Dropped):
+                break
+            self._drop(item.exc)
+            self._tickets.put(True)  # one more iteration, in the dropped one's place
         if item is _END:
             self._end_of_data()
             raise StopIteration
@@ -370,8 +410,34 @@ class Executor:
             self._failed = item.exc
             raise item.exc
         outputs, self.last_state, skipped = item
+        self._dropped_in_a_row = 0
         self.skipped += skipped
         return outputs
+
+    def _drop(self, exc: AllSkipped) -> None:
+        """Record an iteration whose every sample was skipped; give up (an error naming the
+        files) once more iterations in a row than an epoch has were dropped."""
+        self.skipped += exc.records
+        self._dropped_in_a_row += 1
+        if self._dropped_in_a_row > self._refill_limit():
+            self._failed = DecodeError(
+                f"{self._dropped_in_a_row} iterations in a row had every sample skipped "
+                f"(on_error='skip'), more than one epoch: is any of the data readable? "
+                f"The last: {exc}"
+            )
+            raise self._failed
+
+    def _refill_limit(self) -> int:
+        """Dropped iterations in a row allowed: one epoch of the largest reader, in batches
+        (a whole epoch bad is not going to get better), else ``MAX_DROPPED``."""
+        sizes = [
+            n.op.reader_meta().get("epoch_size", 0)
+            for n in self.cpu_ops
+            if n.op.is_reader and hasattr(n.op, "reader_meta")
+        ]
+        if not sizes or max(sizes) <= 0:
+            return MAX_DROPPED
+        return -(-max(sizes) // self.batch_size)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -500,7 +566,7 @@ class Executor:
             if item is None or self._closed:
                 outbox.put(None)
                 return
-            if item is _END:
+            if item is _END or isinstance(item, _Dropped):
                 outbox.put(item)
                 continue
             if failed or isinstance(item, _Failure):
@@ -513,6 +579,8 @@ class Executor:
                 continue
             try:
                 outbox.put(fn(item))
+            except AllSkipped as e:  # not a failure: get() takes the next iteration instead
+                outbox.put(_Dropped(e))
             except StopIteration:
                 # End of the data: the consumer sees StopIteration after the batches before
                 # it; the next epoch's iterations wait for reset().
@@ -574,6 +642,7 @@ class Executor:
                     outs = node.op.run_batch_cpu(inputs, args, params)
                 except BaseException as e:  # the sample named by the operator, else the first
                     i = int(getattr(e, "sample_index", 0))
+                    i = idx[i] if idx is not None and i < len(idx) else i
                     raise _sample_error(e, node, i, ws) from None
                 end = perf_counter()
                 self.profiler.span(node.name, "operator", start, end)

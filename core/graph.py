@@ -30,10 +30,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._argcheck import check_operator_args
 from .errors import ArgumentError, PipelineError
 
 if TYPE_CHECKING:
     from .options import RuntimeOptions
+
+
+class Rows(list):
+    """The samples of one CPU batch (or the per-sample parameters of one operator) that are
+    also the rows of one array, ``array``: what code that takes whole batches uses instead of
+    the list (``Operator.dense_inputs``, e.g. the ``.gpu()`` copy; a random crop's draws).
+    Anything that reorders or subsets the list (a skipped sample's replacement, a conditional
+    branch) makes a plain list again, so ``array`` is always the list's own rows."""
+
+    def __init__(self, samples, array: np.ndarray):
+        super().__init__(samples)
+        self.array = array
 
 
 class Skipped:
@@ -288,7 +301,7 @@ class Operator:
             the thread pool: it runs on the stage thread (see ``executor.py``).
         dense_inputs: (GPU-stage operators) its CPU inputs are best given as one batch array:
             the CPU workers pack each sample into it as it finishes, and ``run_batch`` finds it
-            as ``inputs[k].array`` when every sample fitted (``executor.Rows``).
+            as ``inputs[k].array`` when every sample fitted (``graph.Rows``).
         concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
             each on its own stream. The GPU stage runs any other mixed operator in the lanes
             too, one call at a time (``executor_gpu.py``).
@@ -509,6 +522,7 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
     lo, hi = cls.num_inputs
     if not lo <= len(inputs) <= hi:
         raise ArgumentError(f"{schema}: takes {lo}..{hi} inputs, got {len(inputs)}")
+    check_operator_args(cls, schema, static)  # a str where a number goes: named here
     if "device" not in static:
         # DALI: "gpu" when any positional input is on the GPU, else "cpu".
         static["device"] = "gpu" if any(x.device == "gpu" for x in inputs) else "cpu"
@@ -567,7 +581,12 @@ def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
     Returns a list with one entry per set; for an operator of several outputs, a tuple with a
     list per output (``a, b = fn.op([x, y])`` for one output; ``outs[k][i]``: output ``k`` of
     set ``i``)."""
-    sets = [i for i, x in enumerate(inputs) if isinstance(x, list | tuple)]
+    sets = [
+        i
+        for i, x in enumerate(inputs)
+        if isinstance(x, list | tuple) and x and all(isinstance(v, DataNode) for v in x)
+    ]
+    inputs = [x if i in sets else _as_node(x, schema, i) for i, x in enumerate(inputs)]
     if not sets:
         outs = _call_operator(schema, inputs, kwargs)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -589,6 +608,22 @@ def call_with_input_sets(schema: str, inputs: Sequence, kwargs: dict):
     if len(per_set[0]) == 1:
         return [outs[0] for outs in per_set]
     return tuple([outs[j] for outs in per_set] for j in range(len(per_set[0])))
+
+
+def _as_node(x, schema: str, i: int):
+    """A positional input as a node: DALI turns plain values (``fn.slice(x, 1, 3, axes=[0])``,
+    numpy arrays) into constant nodes, as ``types.Constant`` does."""
+    if isinstance(x, DataNode) or current_pipeline() is None:
+        return x  # (outside a pipeline, _call_operator says what is wrong)
+    if isinstance(x, bool | int | float | np.number | np.ndarray) or (
+        isinstance(x, list | tuple)
+        and all(isinstance(v, bool | int | float | np.number) for v in x)
+    ):
+        from .types import Constant
+
+        node = Constant(x)
+        return node if isinstance(node, DataNode) else Constant(x, device="cpu")
+    return x  # _call_operator names the input and its type
 
 
 def make_fn(schema: str) -> Callable[..., Any]:

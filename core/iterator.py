@@ -540,7 +540,10 @@ class BaseIterator:
         for i, (p, outs) in enumerate(zip(self._pipes, outputs, strict=True)):
             if lefts is not None and lefts[i] == 0:
                 continue
-            d = {name: self._convert(tl, p) for name, tl in zip(self.output_map, outs, strict=True)}
+            d = {
+                name: self._convert_output(name, tl, p)
+                for name, tl in zip(self.output_map, outs, strict=True)
+            }
             if lefts is not None and lefts[i] < self.batch_size:
                 d = self._cut(d, lefts[i])
             dicts.append(d)
@@ -602,6 +605,11 @@ class BaseIterator:
         """Turn one output batch into the framework's type. The default: the dense batch as a
         numpy array (CPU) or a CuPy array (GPU, after the batch is ready)."""
         return tensorlist.as_array()
+
+    def _convert_output(self, name: str, tensorlist, pipeline) -> Any:
+        """Convert the output ``name``: :meth:`_convert` unless a plugin converts outputs by
+        name (the PyTorch ragged iterator's per-output types)."""
+        return self._convert(tensorlist, pipeline)
 
     def _cut(self, batch: dict[str, Any], rows: int) -> dict[str, Any]:
         """One pipeline's converted PARTIAL last batch, cut to its first ``rows`` real samples

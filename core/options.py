@@ -52,6 +52,13 @@ class RuntimeOptions:
             slowest (BENCHMARKS.md, "decoded ahead of the GPU stage").
         malloc_tuning: raise glibc's mmap/trim thresholds once per process, so per-sample
             buffers of megabytes reuse heap memory (``_malloc.py``).
+        max_pixels: the image decoders' default ``max_pixels``: an image whose header claims
+            more pixels (height x width) is an error naming the file, or skipped with
+            ``on_error="skip"``, before any memory is taken. 2**28 (16384 x 16384) by default:
+            far above any training image, far below what a 1 KB "decompression bomb" can
+            claim (60000 x 60000 is 10 GB of RGB).
+        skipped_history: how many records of skipped samples ``pipe.skipped()`` keeps (the
+            most recent); the counts cover every skipped sample. 0 keeps counts only.
     """
 
     read_process: bool = True
@@ -61,14 +68,24 @@ class RuntimeOptions:
     lanes: int | None = None
     decoded_spare: int = 2
     malloc_tuning: bool = True
+    max_pixels: int = 2**28
+    skipped_history: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("read_processes", "idle_decode_processes", "decoded_spare"):
+        for name in (
+            "read_processes",
+            "idle_decode_processes",
+            "decoded_spare",
+            "max_pixels",
+            "skipped_history",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"RuntimeOptions: {name}={value!r} must be an int >= 0")
         if self.read_processes < 1:
             raise ValueError(f"RuntimeOptions: read_processes={self.read_processes} must be >= 1")
+        if self.max_pixels < 1:
+            raise ValueError(f"RuntimeOptions: max_pixels={self.max_pixels} must be >= 1")
         if self.lanes is not None and (
             not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 0
         ):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -23,7 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, PipelineError
+from ._argcheck import CPU_ONLY_DEVICE_ID, check_bool, check_int, is_int
+from ._malloc import tune_malloc
+from ._skiplog import SkippedList
+from .errors import ArgumentError, ArgumentTypeError, PipelineError
 from .executor import Executor
 from .graph import (
     BuildContext,
@@ -44,24 +48,24 @@ PROCESS_LANES = 3  # the same, when every GPU decoder decodes in processes of it
 def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
     if isinstance(depth, dict):
         if not exec_async:
-            raise ValueError(
+            raise ArgumentError(
                 "prefetch_queue_depth as a dict (separated queues) needs exec_async=True"
             )
         unknown = set(depth) - {"cpu_size", "gpu_size"}
         if unknown:
-            raise ValueError(f"prefetch_queue_depth: unknown keys {sorted(unknown)}")
-        cpu, gpu = int(depth.get("cpu_size", 2)), int(depth.get("gpu_size", 2))
-        separated = True
-    elif isinstance(depth, int | np.integer) and not isinstance(depth, bool):
-        cpu = gpu = int(depth)
-        separated = False
-    else:
-        raise TypeError(
-            f"prefetch_queue_depth={depth!r} must be an int or a dict with cpu_size/gpu_size"
+            raise ArgumentError(f"prefetch_queue_depth: unknown keys {sorted(unknown)}")
+        cpu, gpu = (
+            check_int(depth.get(k, 2), f"prefetch_queue_depth[{k!r}]", minimum=1)
+            for k in ("cpu_size", "gpu_size")
         )
-    if cpu < 1 or gpu < 1:
-        raise ValueError(f"prefetch_queue_depth={depth!r}: queue sizes must be >= 1")
-    return cpu, gpu, separated
+        return cpu, gpu, True
+    if not is_int(depth):
+        raise ArgumentTypeError(
+            f"Pipeline: prefetch_queue_depth={depth!r} must be an int or a dict with "
+            "cpu_size/gpu_size"
+        )
+    depth = check_int(depth, "prefetch_queue_depth", minimum=1)
+    return depth, depth, False
 
 
 class Pipeline:
@@ -128,10 +132,41 @@ class Pipeline:
         runtime: RuntimeOptions | None = None,
     ):
         if runtime is not None and not isinstance(runtime, RuntimeOptions):
-            raise TypeError(f"runtime={runtime!r} must be a dlpipe.options.RuntimeOptions")
+            raise ArgumentTypeError(f"runtime={runtime!r} must be a dlpipe.options.RuntimeOptions")
+        # Types and ranges here, naming the argument (argparse hands out strings); -1 is
+        # DALI's "not given" for batch_size and num_threads, checked again by build()
+        batch_size = check_int(batch_size, "batch_size", minimum=1, allowed=(-1,))
+        num_threads = check_int(num_threads, "num_threads", minimum=1, allowed=(-1,))
+        if device_id is not None:
+            device_id = check_int(device_id, "device_id", minimum=0, allowed=(CPU_ONLY_DEVICE_ID,))
+        if seed is not None:
+            seed = check_int(seed, "seed")
+        max_streams = check_int(max_streams, "max_streams", minimum=1, allowed=(-1,))
+        check_int(bytes_per_sample, "bytes_per_sample", minimum=0)
+        check_int(default_cuda_stream_priority, "default_cuda_stream_priority")
+        py_num_workers = check_int(py_num_workers, "py_num_workers", minimum=1)
+        exec_pipelined = check_bool(exec_pipelined, "exec_pipelined")
+        exec_async = check_bool(exec_async, "exec_async")
+        enable_checkpointing = check_bool(enable_checkpointing, "enable_checkpointing")
+        for flag, value in (
+            ("set_affinity", set_affinity),
+            ("enable_memory_stats", enable_memory_stats),
+            ("exec_dynamic", exec_dynamic),
+        ):
+            if value is not None:
+                check_bool(value, flag)
+        if checkpoint is not None and not isinstance(checkpoint, bytes | bytearray | str):
+            raise ArgumentTypeError(
+                f"Pipeline: checkpoint={type(checkpoint).__name__} must be the bytes that "
+                "checkpoint() returned or a file path (str)"
+            )
+        if output_ndim is not None:
+            for d in output_ndim if isinstance(output_ndim, list | tuple) else [output_ndim]:
+                if d is not None:
+                    check_int(d, "output_ndim", minimum=0)
         self._runtime = runtime if runtime is not None else RuntimeOptions.from_env()
         self._max_batch_size = batch_size
-        self._max_streams = int(max_streams)
+        self._max_streams = max_streams
         self._num_threads = num_threads
         self._device_id = device_id
         if seed is None or seed == -1:
@@ -320,6 +355,8 @@ class Pipeline:
                 self._sources[node.name] = node
                 node.op.start_workers(self._py_num_workers, self._py_start_method)
         ctx = BuildContext(self._device_id, self._max_batch_size, self._num_threads, self._runtime)
+        if self._num_threads > 1:  # per-sample buffers of MBs: reuse heap memory (_malloc.py)
+            tune_malloc(self._runtime.malloc_tuning)
         for node in ops:
             node.op.prepare(ctx)
         layouts = self._layouts(ops)
@@ -362,8 +399,22 @@ class Pipeline:
             # what is read: not from external sources (feed_input / callbacks expect DALI's
             # prefetch count).
             0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
+            skipped_history=self._runtime.skipped_history,
         )
         self._built = True
+        self._pid = os.getpid()  # its threads and helper processes live in this process only
+
+    def _check_process(self) -> None:
+        """Raise, rather than wait forever, when this process is a fork of the one that built
+        the pipeline: the executor's threads and the helper processes stayed with the parent."""
+        if self._pid != os.getpid():
+            raise PipelineError(
+                f"this pipeline was built in process {self._pid} and is used in process "
+                f"{os.getpid()}, which forked from it: a built pipeline's threads and helper "
+                "processes do not survive fork(). Build the pipeline in the child instead (in "
+                "a torch DataLoader worker: build it in worker_init_fn or in the dataset's "
+                "__iter__), or start workers with the 'spawn' or 'forkserver' method"
+            )
 
     def _reachable_ops(self) -> list[OpNode]:
         seen: set[int] = set()
@@ -466,6 +517,7 @@ class Pipeline:
 
     def _schedule(self) -> None:
         self.build()
+        self._check_process()
         if type(self).iter_setup is Pipeline.iter_setup:
             self._executor.schedule()
             return
@@ -482,6 +534,20 @@ class Pipeline:
                 break
             count += 1
         self._executor.schedule(count)
+
+    def _prefetch(self) -> None:
+        """Fill the prefetch queue: queue iterations until ``prefetch_queue_depth`` of them are
+        pending (DALI's ``_prefetch``, which hand-written DALI iterators such as
+        DeepLearningExamples' SSD one call before every ``share_outputs``; topping up keeps
+        the queue bounded however often it is called)."""
+        self._use_scheduled_api()
+        self.build()
+        ex = self._executor
+        while ex.pending() < ex.depth:
+            before = ex.pending()
+            self._schedule()
+            if ex.pending() == before:  # the end of the data, or iter_setup() ended the epoch
+                break
 
     def share_outputs(self) -> tuple:
         """The next outputs, without giving the previous ones back."""
@@ -505,6 +571,7 @@ class Pipeline:
         return self._get()
 
     def _get(self) -> tuple:
+        self._check_process()
         try:
             out = self._executor.get()
         except StopIteration:
@@ -547,10 +614,21 @@ class Pipeline:
         self.build()
         self._executor.profiler.write_trace(path)
 
-    def skipped(self) -> list[dict]:
+    def skipped(self) -> SkippedList:
         """Samples dropped by operators with ``on_error="skip"``, oldest first: dicts with
-        ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``."""
-        return list(self._executor.skipped) if self._executor is not None else []
+        ``iteration``, ``sample`` (index in the batch), ``file``, ``operator`` and ``error``.
+
+        Bounded: the list holds the most recent ``RuntimeOptions.skipped_history`` records
+        (1000 by default); its ``total`` counts every skipped sample since the pipeline was
+        built and ``by_operator`` splits that count by operator name.
+
+        Example:
+            >>> s = pipe.skipped()
+            >>> print(s.total, s.by_operator, [r["file"] for r in s[-3:]])
+        """
+        if self._executor is None:
+            return SkippedList()
+        return self._executor.skipped.snapshot()
 
     # --- checkpoints ---------------------------------------------------------------------------
     @property

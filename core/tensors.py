@@ -7,6 +7,7 @@ one, and to frameworks through ``__dlpack__``.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,6 +39,14 @@ class TensorCPU:
 
     def as_array(self) -> np.ndarray:
         return self._array
+
+    def ndim(self) -> int:
+        return self._array.ndim
+
+    def copy_to_external(self, ptr, use_copy_kernel: bool = False) -> None:
+        """Copy the data (C order) to host memory at ``ptr`` (an int or ``ctypes.c_void_p``),
+        which must hold ``nbytes`` bytes, as DALI's ``TensorCPU.copy_to_external``."""
+        _copy_to_host(ptr, [self._array])
 
     def __array__(self, dtype=None, copy=None):
         return self._array if dtype is None else self._array.astype(dtype)
@@ -142,8 +151,19 @@ class TensorListCPU:
             self._samples = list(self._dense)
         return self._dense
 
-    def as_tensor(self) -> np.ndarray:
-        return self.as_array()
+    def as_tensor(self) -> TensorCPU:
+        """The whole batch as one tensor of shape (N, *sample_shape), sharing its memory (DALI's
+        ``as_tensor``: ``.shape()`` is a list, ``.dtype`` a ``DALIDataType``; ``np.asarray``
+        and DLPack give the array). Samples must have equal shapes; ``as_array()`` gives the
+        numpy array directly."""
+        layout = "N" + self._layout if self._layout else ""
+        return TensorCPU(self.as_array(), layout)
+
+    def copy_to_external(self, ptr, use_copy_kernel: bool = False) -> None:
+        """Copy every sample, one after the other (C order), to host memory at ``ptr`` (an int
+        or ``ctypes.c_void_p``), as DALI's ``TensorListCPU.copy_to_external``. The samples may
+        differ in shape."""
+        _copy_to_host(ptr, [self._dense] if self._dense is not None else self._samples)
 
     def as_cpu(self) -> TensorListCPU:
         return self
@@ -200,3 +220,23 @@ class TensorListGPU(metaclass=_LazyGpuClass):
 
 class TensorGPU(metaclass=_LazyGpuClass):
     """One GPU sample (``tensors_gpu.TensorGPU``; needs CuPy to be made)."""
+
+
+def _address(ptr) -> int:
+    """An address from an int, a ``ctypes.c_void_p`` or another ctypes pointer."""
+    if isinstance(ptr, ctypes.c_void_p):
+        return int(ptr.value or 0)
+    if isinstance(ptr, ctypes._Pointer):
+        return ctypes.cast(ptr, ctypes.c_void_p).value or 0
+    return int(ptr)
+
+
+def _copy_to_host(ptr, arrays: Sequence[np.ndarray]) -> None:
+    dst = _address(ptr)
+    if dst == 0 and any(a.nbytes for a in arrays):
+        raise PipelineError("copy_to_external: the destination pointer is NULL")
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        if a.nbytes:
+            ctypes.memmove(dst, a.ctypes.data, a.nbytes)
+        dst += a.nbytes

@@ -253,6 +253,16 @@ class TensorGPU:
     def as_cpu(self):
         return TensorCPU(cupy.asnumpy(self.as_cupy()), self._layout, self._source_info)
 
+    def ndim(self) -> int:
+        return self._array.ndim
+
+    def copy_to_external(self, ptr, cuda_stream=None, non_blocking: bool = False) -> None:
+        """Copy the data (C order) to device memory at ``ptr`` (an int or
+        ``ctypes.c_void_p``), as DALI's ``TensorGPU.copy_to_external``: on ``cuda_stream``
+        (a stream object, a raw ``cudaStream_t`` or None: the producer's stream, which waits
+        for the batch first), blocking the host until done unless ``non_blocking``."""
+        _copy_to_device(ptr, [self._array], self._event, cuda_stream, non_blocking)
+
     @property
     def __cuda_array_interface__(self) -> dict:
         return self.as_cupy().__cuda_array_interface__
@@ -380,6 +390,14 @@ class TensorListGPU:
         dense = self._dense()
         return TensorGPU(dense, "N" + self._layout if self._layout else "", self._event)
 
+    def copy_to_external(
+        self, ptr, cuda_stream=None, non_blocking: bool = False, use_copy_kernel: bool = False
+    ) -> None:
+        """Copy every sample, one after the other (C order), to device memory at ``ptr``, as
+        DALI's ``TensorListGPU.copy_to_external`` (see :meth:`TensorGPU.copy_to_external`)."""
+        samples = [self._samples.dense] if self._samples.dense is not None else list(self._samples)
+        _copy_to_device(ptr, samples, self._event, cuda_stream, non_blocking, self._stream)
+
     def as_array(self):
         """The batch as one CuPy array (waits for the batch)."""
         dense = self._dense()
@@ -416,3 +434,41 @@ class TensorListGPU:
             f"TensorListGPU(len={len(self)}, dtype={self.dtype.name}, "
             f"layout={self._layout!r}, device={self.device_id()})"
         )
+
+
+def _raw_stream(stream) -> int | None:
+    """A ``cudaStream_t`` from a CuPy or torch stream, a ctypes pointer or an int."""
+    import ctypes
+
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    if isinstance(stream, ctypes.c_void_p):
+        return int(stream.value or 0)
+    return int(stream)
+
+
+def _copy_to_device(ptr, arrays, event, cuda_stream, non_blocking, producer=None) -> None:
+    from .tensors import _address
+
+    dst = _address(ptr)
+    raw = _raw_stream(cuda_stream)
+    if raw is None:
+        stream = producer if producer is not None else cupy.cuda.get_current_stream()
+        raw = stream.ptr
+    if event is not None:  # the copy's stream waits for the work that made the batch
+        cupy.cuda.runtime.streamWaitEvent(raw, event.ptr)
+    kind = cupy.cuda.runtime.memcpyDefault
+    temporary = False  # a strided sample packed first: wait before its memory goes back
+    for a in arrays:
+        if not a.flags.c_contiguous:
+            with cupy.cuda.ExternalStream(raw):
+                a = cupy.ascontiguousarray(a)
+            temporary = True
+        if a.nbytes:
+            cupy.cuda.runtime.memcpyAsync(dst, a.data.ptr, a.nbytes, kind, raw)
+        dst += a.nbytes
+    if temporary or not non_blocking:
+        cupy.cuda.runtime.streamSynchronize(raw)

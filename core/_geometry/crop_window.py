@@ -51,6 +51,33 @@ class RandomCropWindow:
         y, x, h, w = self.windows([height], [width], np.asarray(u).reshape(1, -1))[0].tolist()
         return y, x, h, w
 
+    # Attempts tried for every sample before the rest are tried for those that found none: a
+    # window usually fits within the first few, and all 100 of DALI's default cost the GPU
+    # stage ~0.5 ms per batch of 128 (BENCHMARKS.md, "Where the host time goes").
+    FIRST_ATTEMPTS = 8
+
+    def _first_fit(self, u, H, W):
+        """(found, h, w) per sample: the first fitting attempt's window, as evaluating all
+        attempts at once would give (each attempt's arithmetic is independent)."""
+        n = len(H)
+        found = np.zeros(n, bool)
+        h = np.zeros(n, np.int64)
+        w = np.zeros(n, np.int64)
+        rows = np.arange(n)
+        start = 0
+        while start < self.attempts and len(rows):
+            stop = self.attempts if start else min(self.attempts, self.FIRST_ATTEMPTS)
+            fits, ah, aw = _attempts(u[rows], H[rows], W[rows], self.ratio, self.area, start, stop)
+            first = fits.argmax(axis=1)
+            hit = fits[np.arange(len(rows)), first]
+            done = rows[hit]
+            found[done] = True
+            h[done] = ah[hit, first[hit]]
+            w[done] = aw[hit, first[hit]]
+            rows = rows[~hit]
+            start = stop
+        return found, h, w
+
     def windows(self, heights, widths, u: np.ndarray) -> np.ndarray:
         """The windows of a batch at once: an (N, 4) int64 array of (y, x, h, w), row ``i`` for
         an image of ``heights[i]`` x ``widths[i]`` and the draws ``u[i]``. Each value is
@@ -66,18 +93,8 @@ class RandomCropWindow:
         max_h = np.maximum(1, (Wf / min_r).astype(np.int64))
         too_wide = H * max_w < min_area  # no allowed crop is wide enough
         too_tall = ~too_wide & (W * max_h < min_area)
-        # Every attempt of every sample; the first whose rounded window fits wins.
-        lo, hi = math.log(min_r), math.log(max_r)
-        target = (a0 + u[:, 0 : 2 * self.attempts : 2] * (a1 - a0)) * Wf[:, None] * Hf[:, None]
-        r = np.exp(lo + u[:, 1 : 2 * self.attempts : 2] * (hi - lo))
-        aw = np.maximum(1, (np.sqrt(target * r) + 0.5).astype(np.int64))  # roundf: half up
-        ah = np.maximum(1, (np.sqrt(target / r) + 0.5).astype(np.int64))
-        ratio = aw / ah
-        fits = (aw <= W[:, None]) & (ah <= H[:, None]) & (min_r <= ratio) & (ratio <= max_r)
-        first = fits.argmax(axis=1)
-        found = fits[np.arange(len(H)), first]
-        h = ah[np.arange(len(H)), first]
-        w = aw[np.arange(len(H)), first]
+        # The first attempt whose rounded window fits wins.
+        found, h, w = self._first_fit(u, H, W)
         # No attempt fits: the whole image, clamped to the ratio range, then to the max area.
         aspect = Wf / np.maximum(Hf, 1)
         fh = np.where(aspect > max_r, H, np.where(aspect < min_r, max_h, H))
@@ -91,6 +108,20 @@ class RandomCropWindow:
         y = np.minimum((u[:, -2] * (H - h + 1)).astype(np.int64), H - h)
         x = np.minimum((u[:, -1] * (W - w + 1)).astype(np.int64), W - w)
         return np.stack([y, x, h, w], axis=1)
+
+
+def _attempts(u, H, W, ratio, area, start: int, stop: int):
+    """(fits, h, w) of attempts ``start:stop`` of each row: (N, stop - start) arrays."""
+    (min_r, max_r), (a0, a1) = ratio, area
+    lo, hi = math.log(min_r), math.log(max_r)
+    Hf, Wf = H.astype(np.float64), W.astype(np.float64)
+    target = (a0 + u[:, 2 * start : 2 * stop : 2] * (a1 - a0)) * Wf[:, None] * Hf[:, None]
+    r = np.exp(lo + u[:, 2 * start + 1 : 2 * stop : 2] * (hi - lo))
+    aw = np.maximum(1, (np.sqrt(target * r) + 0.5).astype(np.int64))  # roundf: half up
+    ah = np.maximum(1, (np.sqrt(target / r) + 0.5).astype(np.int64))
+    rat = aw / ah
+    fits = (aw <= W[:, None]) & (ah <= H[:, None]) & (min_r <= rat) & (rat <= max_r)
+    return fits, ah, aw
 
 
 def _pair(v, name: str, who: str) -> tuple[float, float]:

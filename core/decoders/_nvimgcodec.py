@@ -33,107 +33,19 @@ import weakref
 
 import numpy as np
 
+from .._ipc.process import HelperStartError
+from .._ipc.slots import SlotPool
 from ..errors import DecodeError, PipelineError, require_extra
 from ..types import DALIImageType
 from . import _decode_process
-from .image import _jpeg_has_end, decode_cpu
+from ._codec import decode_blobs, decode_params, decoder_options, new_decoder
+from .image import _jpeg_has_end, as_decode_error, decode_cpu
 
 # Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
 # while the process runs: a decoder destroyed while its images are alive, or (from the garbage
 # collector, on whatever thread it runs) while other decoders are decoding, crashed the
 # process on an H100. Pipelines hand theirs back here instead, for the next pipeline.
 _IDLE: dict[tuple, list] = {}
-
-
-def decoder_options(hybrid_huffman_threshold) -> str:
-    """nvImageCodec's option string for the hybrid backend's Huffman threshold."""
-    return f"nvjpeg_cuda_decoder:hybrid_huffman_threshold={int(hybrid_huffman_threshold)}"
-
-
-def new_decoder(nvi, device_id: int, load: float, options: str, threads: int):
-    """An nvImageCodec decoder: the hardware engines take the share ``load`` of a batch
-    (none at 0), the hybrid CPU+GPU backend the rest, the CUDA backend whatever is left;
-    ``threads`` CPU threads (0: nvImageCodec's default, every core)."""
-    backends = []
-    if load > 0:
-        backends.append(nvi.Backend(nvi.BackendKind.HW_GPU_ONLY, load_hint=load))
-    backends += [
-        nvi.Backend(nvi.BackendKind.HYBRID_CPU_GPU, load_hint=1.0),
-        nvi.Backend(nvi.BackendKind.GPU_ONLY, load_hint=1.0),
-    ]
-    kw = {"device_id": device_id, "max_num_cpu_threads": threads, "backends": backends}
-    try:
-        return nvi.Decoder(options=options, **kw)
-    except Exception:  # an nvImageCodec without that option
-        return nvi.Decoder(**kw)
-
-
-def decode_params(nvi, output_type: DALIImageType):
-    """nvImageCodec's DecodeParams for an ``output_type`` decoded on the GPU (RGB for
-    ANY_DATA), EXIF orientation applied."""
-    color, fmt = {
-        DALIImageType.GRAY: (nvi.ColorSpec.GRAY, nvi.SampleFormat.I_Y),
-        DALIImageType.BGR: (nvi.ColorSpec.SRGB, nvi.SampleFormat.I_BGR),
-    }.get(output_type, (nvi.ColorSpec.SRGB, nvi.SampleFormat.I_RGB))
-    return nvi.DecodeParams(apply_exif_orientation=True, color_spec=color, sample_format=fmt)
-
-
-_DIRECT: list = [None]  # whether this nvImageCodec's decode() takes encoded arrays itself
-
-
-def decode_blobs(nvi, decoder, blobs: list, params, stream_ptr: int, images=None) -> list:
-    """nvImageCodec's batched decode of encoded arrays, None where a sample did not decode.
-    The arrays go in directly where the binding takes them (one call into the library per
-    batch, which matters when other threads hold the GIL), else as CodeStreams made here.
-    ``images``: as many images of earlier batches, to decode into instead of allocating."""
-    kw = {} if images is None else {"images": images}
-    if _DIRECT[0] is not False:
-        try:
-            out = decoder.decode(blobs, params=params, cuda_stream=stream_ptr, **kw)
-            _DIRECT[0] = True
-            return out
-        except TypeError:
-            _DIRECT[0] = False
-        except Exception:  # a sample it cannot even parse: one by one below
-            pass
-    streams, pos = [], []
-    for k, data in enumerate(blobs):
-        try:
-            streams.append(nvi.CodeStream(data))
-            pos.append(k)
-        except Exception:  # not a format nvImageCodec parses: CPU fallback
-            continue
-    out = [None] * len(blobs)
-    if streams:
-        if images is not None and len(images) != len(streams):
-            kw = {}
-        decoded = decoder.decode(streams, params=params, cuda_stream=stream_ptr, **kw)
-        for k, img in zip(pos, decoded, strict=True):
-            out[k] = img
-    return out
-
-
-class _Spare(list):
-    """A lane's decoded images that nothing refers to any more, for nvImageCodec to decode into
-    again (``images=``) instead of allocating new ones; at most ``cap`` are kept."""
-
-    cap = 0
-
-
-class _Loan:
-    """The owner of one decoded image while a batch, or a view of it, refers to it. When the
-    last reference goes, the image returns to its lane's spare list. By then the GPU stage has
-    made the lane's stream wait for the operators that read the image (``executor_gpu.py``),
-    so the next decode into it, on that stream, comes after them."""
-
-    __slots__ = ("img", "spare")
-
-    def __init__(self, img, spare: _Spare):
-        self.img, self.spare = img, spare
-
-    def __del__(self):
-        if len(self.spare) < self.spare.cap:
-            self.spare.append(self.img)  # atomic: safe from any thread, the collector's too
 
 
 def _has_exif(head: bytes) -> bool:
@@ -184,11 +96,16 @@ class MixedDecoder:
         }
         self._procs: list = []  # the processes this operator's lanes took
         self._generation = 0  # lanes take processes anew when it changes (close())
-        weakref.finalize(self, _decode_process.give_back, self._procs)
+        # idle processes kept per GPU when this operator gives its back
+        self._keep_idle = int(getattr(op, "idle_decode_processes", _decode_process.IDLE_PROCESSES))
+        weakref.finalize(self, _decode_process.give_back, self._procs, self._keep_idle)
         if self.use_process:  # one per lane, starting while the pipeline warms up
             lanes = int(getattr(op, "decode_lanes", 1))
-            _decode_process.prestart(self.device_id, lanes, self._config)
-        else:
+            try:
+                _decode_process.prestart(self.device_id, lanes, self._config)
+            except HelperStartError as e:  # no Python interpreter to run them here
+                self._no_process(str(e))
+        if not self.use_process:
             self._local.decoder = self._make_decoder()  # a bad configuration fails right here
 
     def _process(self):
@@ -196,18 +113,19 @@ class MixedDecoder:
         if not self.use_process or (self.window is not None and self.roi_decode):
             return None
         gen, proc = getattr(self._local, "proc", (None, None))
-        if gen != self._generation:  # first use, or first since close()
-            proc = _decode_process.take(self.device_id)
+        if gen == self._generation and proc.interrupted:  # a KeyboardInterrupt cut a request
+            proc.close()
+            gen = None
+        if gen != self._generation:  # first use, first since close(), or a replacement
+            try:
+                proc = _decode_process.take(self.device_id)
+            except HelperStartError as e:
+                self._no_process(str(e))
+                return None
             self._local.proc = (self._generation, proc)
             self._procs.append(proc)
         if not proc.ready():
-            warnings.warn(
-                f"{self.op.schema}: decoding in the pipeline's process, as the decode process "
-                f"did not start: {proc.failure}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            self.use_process = False
+            self._no_process(proc.failure)
             return None
         if proc.failure:  # an earlier batch's error was raised; do not talk to it again
             raise PipelineError(
@@ -216,11 +134,21 @@ class MixedDecoder:
         proc.configure(self._config, self.op.schema)
         return proc
 
+    def _no_process(self, why: str) -> None:
+        """Decode in this process from now on (every lane), and say why."""
+        if self.use_process:
+            warnings.warn(
+                f"{self.op.schema}: decoding in the pipeline's process: {why}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self.use_process = False
+
     def close(self) -> None:
         """Give the decode processes back to the pool (the pipeline is closing: no lane is
         decoding); a later run takes them anew."""
         self._generation += 1
-        _decode_process.give_back(self._procs)
+        _decode_process.give_back(self._procs, self._keep_idle)
 
     def _make_decoder(self):
         """An idle decoder of the same configuration, or a new one."""
@@ -239,37 +167,30 @@ class MixedDecoder:
             dec = self._local.decoder = self._make_decoder()
         return dec
 
-    @staticmethod
-    def _take(spare: _Spare | None, k: int) -> dict:
-        """``images=`` for a decode of ``k`` images, when the lane has that many spare (only this
-        lane takes from its list; others only give back, so the pops cannot fail)."""
-        if spare is None or len(spare) < k:
-            return {}
-        return {"images": [spare.pop() for _ in range(k)]}
-
-    def _decode(self, blobs: list, stream, spare: _Spare | None = None) -> list:
+    def _decode(self, blobs: list, stream, spare: SlotPool | None = None) -> list:
         """:func:`decode_blobs` with this thread's decoder; with ``spare``, images of earlier
-        batches are decoded into where there are enough."""
-        return decode_blobs(
-            self.nvimgcodec,
-            self.decoder,
-            blobs,
-            self.params,
-            stream.ptr,
-            self._take(spare, len(blobs)).get("images"),
-        )
+        batches are decoded into where there are enough (only this lane takes from its pool;
+        others only give back)."""
+        images = spare.take_many(len(blobs)) if spare is not None else None
+        return decode_blobs(self.nvimgcodec, self.decoder, blobs, self.params, stream.ptr, images)
 
-    def _spare(self, n: int) -> _Spare | None:
-        """This thread's spare images, when the decoded images may be reused: only images that
-        never leave the pipeline (``reuse_outputs``, set by the GPU stage when the decoder's
-        output is not a pipeline output), which a consumer on another stream cannot be reading
-        when its last Python reference goes."""
+    def _spare(self, n: int) -> SlotPool | None:
+        """This thread's spare images (``_ipc.slots``), when the decoded images may be reused:
+        only images that never leave the pipeline (``reuse_outputs``, set by the GPU stage
+        when the decoder's output is not a pipeline output), which a consumer on another stream
+        cannot be reading when its last Python reference goes.
+
+        Invariant: an image is decoded into again only once no batch or view refers to it,
+        and only on the lane's stream, after the GPU operators that read it: by the time its
+        last reference went, the GPU stage had made the lane's stream wait for them
+        (``executor_gpu.py``). So its release needs no event; at most ``2 n`` are kept (one
+        batch being decoded into, one still read by the GPU operators)."""
         if not getattr(self.op, "reuse_outputs", False):
             return None
         spare = getattr(self._local, "spare", None)
         if spare is None:
-            spare = self._local.spare = _Spare()
-        spare.cap = 2 * n  # one batch being decoded into, one still read by the GPU operators
+            spare = self._local.spare = SlotPool()
+        spare.keep = 2 * n
         return spare
 
     def decode_batch(self, samples, params, stream, skip: bool = False):
@@ -287,11 +208,14 @@ class MixedDecoder:
         n = len(samples)
         skipped: dict[int, str] = {}
 
-        def failed(i: int, e: DecodeError) -> None:
+        def failed(i: int, e: Exception) -> None:
+            err = as_decode_error(e, "decoders.image")
             if not skip:
-                e.sample_index = i
-                raise e
-            skipped[i] = str(e)
+                err.sample_index = i
+                if err is e:
+                    raise err
+                raise err from e
+            skipped[i] = str(err)
 
         ptrs = [0] * n
         shapes: list = [None] * n
@@ -299,6 +223,11 @@ class MixedDecoder:
         owners: list = [None] * n
         blobs, where, cpu = [], [], []
         for i, data in enumerate(samples):
+            try:  # a header claiming more than max_pixels: refused before any memory is taken
+                self.op.check_size(data)
+            except DecodeError as e:
+                failed(i, e)
+                continue
             if data.size < 4 or not self.gpu_output:
                 cpu.append(i)
                 continue
@@ -322,7 +251,16 @@ class MixedDecoder:
             where.append(i)
         done = set()
         if blobs:
-            decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            try:
+                decoded = self._gpu_decode(blobs, where, params, stream, done, n)
+            except PipelineError:  # the decode process failed: not the data's doing
+                raise
+            except Exception:
+                if not skip:
+                    raise
+                # with skip, a batch the GPU backends refuse as a whole is decoded one by
+                # one on the CPU, which names (and skips) the bad samples
+                decoded, done = [None] * len(blobs), set()
             for i, got in zip(where, decoded, strict=True):
                 if got is None:
                     cpu.append(i)
@@ -332,7 +270,7 @@ class MixedDecoder:
             done.discard(i)
             try:
                 img = decode_cpu(samples[i], self.output_type)
-            except DecodeError as e:
+            except Exception as e:  # any error of the CPU backend (OpenCV's own too)
                 failed(i, e)
                 continue
             arr = self.cupy.asarray(img)  # on the current (pipeline) stream
@@ -346,7 +284,9 @@ class MixedDecoder:
         )
         if todo:  # the crop as a view of the decoded image (no copy)
             hw = np.array([shapes[i][:2] for i in todo], np.int64)
-            wins = self.window.windows(hw[:, 0], hw[:, 1], np.stack([params[i] for i in todo]))
+            drawn = getattr(params, "array", None)
+            u = drawn[todo] if drawn is not None else np.stack([params[i] for i in todo])
+            wins = self.window.windows(hw[:, 0], hw[:, 1], u)
             for i, (y, x, h, w) in zip(todo, wins.tolist(), strict=True):
                 sy, sx, _ = strides[i]
                 ptrs[i] += y * sy + x * sx
@@ -390,7 +330,7 @@ class MixedDecoder:
             # Its decoder lives as long as the process (_IDLE), and so does a lane's stream;
             # the GPU stage's own stream (no lanes) is kept here, before the image in the
             # tuple, which drops its items last to first.
-            owner = (stream, img) if spare is None else _Loan(img, spare)
+            owner = (stream, img) if spare is None else spare.lease(img)
             strides = (shp[1] * shp[2], shp[2], 1) if st is None else tuple(st)
             out.append((cai["data"][0], shp, strides, owner))
         return out

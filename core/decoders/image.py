@@ -18,10 +18,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from .._argcheck import check_int
 from .._dtype import parse_dtype
 from .._geometry.crop_window import RandomCropWindow
+from .._image_header import claimed_size, jpeg_frame
 from ..errors import ArgumentError, DecodeError, SampleSkipped
-from ..graph import Operator, Skipped, register
+from ..graph import Operator, Rows, Skipped, register
+from ..options import RuntimeOptions
 from ..types import DALIImageType, to_image_type
 from . import _decode_process
 
@@ -59,8 +62,13 @@ def decode_cpu(
         raise DecodeError(
             f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image marker)"
         )
+    if head[:4] == b"\x89PNG":
+        _check_png_chunks(data)
     any_data = output_type == DALIImageType.ANY_DATA and file_channels
-    if any_data:
+    frame = jpeg_frame(data) if head[:2] == b"\xff\xd8" else None
+    if frame is not None and frame[2] == 4:  # CMYK or YCCK: DALI's conversion, not OpenCV's
+        img = _decode_cmyk_jpeg(data, output_type == DALIImageType.GRAY, adjust_orientation)
+    elif any_data:
         # the file's own channels (gray stays 1, alpha is kept); OpenCV ignores the EXIF
         # orientation in this mode, so it is applied here
         img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
@@ -92,6 +100,52 @@ def decode_cpu(
     elif output_type != DALIImageType.BGR:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return img if img.dtype == dtype else _scale_range(img, dtype)
+
+
+def _decode_cmyk_jpeg(data: np.ndarray, gray: bool, adjust_orientation: bool) -> np.ndarray:
+    """A CMYK or YCCK JPEG as BGR (or 2-D gray, when ``gray``), converted as DALI's CPU
+    decoder (nvImageCodec's libjpeg-turbo backend) does: ``R = (255 - C) * (255 - K) / 255``
+    rounded down, on the true (not Adobe-inverted) ink values, and gray as
+    ``0.299 R + 0.587 G + 0.114 B`` in float32, rounded down.
+
+    OpenCV's own conversion computes ``K - ((255 - C) * K >> 8)`` on the inverted values,
+    one or two levels higher than DALI on most pixels (Pillow rounds where DALI rounds
+    down: the two agree where K = 0, within one level elsewhere); so libjpeg-turbo decodes to CMYK
+    here through Pillow (same library, same IDCT and upsampling as OpenCV's), which also
+    undoes the Adobe inversion. The JPEG plugin is used directly: ``Image.open``'s
+    decompression-bomb limit is the decoder's ``max_pixels`` check, made before this.
+    """
+    from io import BytesIO
+
+    from PIL.JpegImagePlugin import JpegImageFile
+
+    with JpegImageFile(BytesIO(data.tobytes())) as im:
+        if im.mode != "CMYK":  # a 4-component frame Pillow reads otherwise: unsupported
+            raise DecodeError(f"decoders.image: a 4-component JPEG read as {im.mode!r}")
+        cmyk = np.asarray(im)
+        orientation = 1
+        if adjust_orientation:
+            try:
+                orientation = int(im.getexif().get(0x0112, 1))
+            except Exception:  # unreadable EXIF: as if there were none
+                orientation = 1
+    ink = 255 - cmyk.astype(np.int32)  # 255 - C, 255 - M, 255 - Y, 255 - K
+    rgb = ink[:, :, :3] * ink[:, :, 3:] // 255
+    if gray:
+        f = rgb.astype(np.float32)
+        y = np.float32(0.299) * f[:, :, 0] + np.float32(0.587) * f[:, :, 1]
+        img = (y + np.float32(0.114) * f[:, :, 2]).astype(np.uint8)
+    else:
+        img = np.ascontiguousarray(rgb[:, :, ::-1].astype(np.uint8))  # BGR, as OpenCV gives
+    return _orient(img, orientation if 1 <= orientation <= 8 else 1)
+
+
+def as_decode_error(e: Exception, who: str) -> DecodeError:
+    """``e`` as a DecodeError: itself, or one naming ``who`` and the original error (OpenCV's
+    ``cv2.error``, a MemoryError, ...)."""
+    if isinstance(e, DecodeError):
+        return e
+    return DecodeError(f"{who}: {type(e).__name__}: {str(e).strip() or 'no message'}")
 
 
 def _exif_orientation(data: np.ndarray) -> int:
@@ -151,6 +205,32 @@ def _jpeg_has_end(data: np.ndarray) -> bool:
     return False
 
 
+def _check_png_chunks(data: np.ndarray) -> None:
+    """Refuse a PNG whose chunks run past the end of the file (truncated, or a length field
+    a flipped bit made huge). OpenCV 5 reads such a chunk into a buffer of the claimed
+    length first: a 2 KB file claiming a 3.6 GB IDAT took 8 s and gigabytes of memory before
+    it failed. Walks the chunk headers only (a few per 100 KB), up to IEND.
+
+    Raises:
+        DecodeError: naming the chunk, where it starts and what it claims.
+    """
+    b = memoryview(data).cast("B")
+    pos, n = 8, len(b)
+    while pos < n:
+        if pos + 8 > n:
+            raise DecodeError(f"decoders.image: truncated PNG ({n} bytes, a chunk header cut)")
+        length = int.from_bytes(b[pos : pos + 4], "big")
+        kind = bytes(b[pos + 4 : pos + 8])
+        if pos + 12 + length > n:
+            raise DecodeError(
+                f"decoders.image: truncated or corrupt PNG: chunk {kind!r} at byte {pos} "
+                f"claims {length:,} bytes, {n - pos - 12:,} are left"
+            )
+        if kind == b"IEND":
+            return
+        pos += 12 + length
+
+
 def _scale_range(img: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``img`` (uint8/uint16, or float in [0, 1]) in ``dtype``'s dynamic range."""
     src_max = 1.0 if img.dtype.kind == "f" else float(np.iinfo(img.dtype).max)
@@ -177,10 +257,18 @@ class _DecoderBase(Operator):
         on_error="raise",
         adjust_orientation=True,
         dtype=None,
+        max_pixels=None,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema}: on_error={on_error!r} must be 'raise' or 'skip'")
         self.on_error = on_error
+        # None: the pipeline's RuntimeOptions.max_pixels, taken in prepare()
+        self._max_pixels_arg = (
+            None
+            if max_pixels is None
+            else check_int(max_pixels, "max_pixels", minimum=1, who=self.schema)
+        )
+        self.max_pixels = self._max_pixels_arg or RuntimeOptions.max_pixels
         self.adjust_orientation = bool(adjust_orientation)
         self.dtype = parse_dtype(dtype, self.schema, allowed=_DTYPES) or np.dtype(np.uint8)
         if self.device == "mixed" and not self.adjust_orientation:
@@ -200,10 +288,14 @@ class _DecoderBase(Operator):
         # mixed: decode in a process per lane (_decode_process.py), unless the pipeline's
         # runtime options say otherwise (prepare)
         self.decode_process = self.device == "mixed" and _decode_process.available()
+        self.idle_decode_processes = _decode_process.IDLE_PROCESSES  # kept for the next one
         self._gpu = None
 
     def prepare(self, ctx) -> None:
         self.decode_process = self.decode_process and ctx.runtime.decode_process
+        self.idle_decode_processes = ctx.runtime.idle_decode_processes
+        if self._max_pixels_arg is None:
+            self.max_pixels = ctx.runtime.max_pixels
 
     def prepare_gpu(self, ctx) -> None:
         # read by the nvImageCodec decoder when it is made (_nvimgcodec.MixedDecoder)
@@ -214,16 +306,38 @@ class _DecoderBase(Operator):
     def output_layouts(self, input_layouts):
         return ["HWC"]
 
+    def check_size(self, data: np.ndarray) -> None:
+        """Refuse an image whose header claims more than ``max_pixels`` pixels, before any
+        memory is taken for it (a decompression bomb: a 1 KB JPEG may claim 60000x60000).
+
+        Raises:
+            DecodeError: naming the format and the claimed size.
+        """
+        claim = claimed_size(data)
+        if claim is not None and claim[1] * claim[2] > self.max_pixels:
+            fmt, height, width = claim
+            raise DecodeError(
+                f"{self.schema}: the {fmt} header claims {width}x{height} pixels "
+                f"({width * height:,}), over max_pixels={self.max_pixels:,}; set max_pixels= "
+                "(or RuntimeOptions(max_pixels=...)) higher for images this large"
+            )
+
     def decode(self, data: np.ndarray) -> np.ndarray:
-        """``decode_cpu`` honouring ``on_error``."""
+        """``decode_cpu`` after ``check_size``, honouring ``on_error``: whatever the backend
+        raises (a corrupt file, OpenCV's own errors such as its size limit, memory) is a
+        ``DecodeError`` naming the operator and the reason, or a skipped sample."""
         try:
+            self.check_size(data)
             return decode_cpu(
                 data, self.output_type, self.adjust_orientation, self.dtype, file_channels=True
             )
-        except DecodeError as e:
+        except Exception as e:
+            err = as_decode_error(e, self.schema)
             if self.on_error == "skip":
-                raise SampleSkipped(str(e)) from e
-            raise
+                raise SampleSkipped(str(err)) from e
+            if err is e:
+                raise
+            raise err from e
 
     def gpu_impl(self):
         """The nvImageCodec implementation (built on first use by the GPU stage)."""
@@ -265,8 +379,15 @@ class ImageDecoder(_DecoderBase):
         on_error: ``"raise"`` (default): a corrupt image is an error naming the file.
             ``"skip"`` (DALI cannot do this): the sample is dropped and replaced by another
             sample of the same batch (all its outputs, label included), so batches stay full
-            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. On the
-            CPU and on the GPU (``"mixed"``) alike.
+            and epochs keep their length; ``pipe.skipped()`` lists what was skipped. Any
+            failure counts (corrupt data, an unsupported format, OpenCV's or nvImageCodec's
+            own errors, an image over ``max_pixels``). A batch of bad samples only is
+            replaced by the next batch of the stream (``executor.py``). On the CPU and on the
+            GPU (``"mixed"``) alike.
+        max_pixels: (dlpipe extension) the most pixels (height x width) an image's header may
+            claim; more is a ``DecodeError`` naming the file and the size (or a skip), decided
+            before any memory is taken. Default: the pipeline's
+            ``RuntimeOptions.max_pixels``, 2**28.
     """
 
     schema = "decoders.image"
@@ -289,6 +410,7 @@ class ImageDecoder(_DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
         cache_size=0,
         cache_type="",
         memory_stats=False,
@@ -304,6 +426,7 @@ class ImageDecoder(_DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
 
     def run_sample(self, inputs, args, param):
@@ -344,6 +467,7 @@ class ImageDecoderRandomCrop(_DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
     ) -> None:
         self._setup_decoder(
             output_type,
@@ -354,13 +478,15 @@ class ImageDecoderRandomCrop(_DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
         self.window = RandomCropWindow(
             random_area, random_aspect_ratio, num_attempts, who=self.schema
         )
 
     def batch_params(self, n):
-        return list(self.window.draw(self.rng, n))
+        u = self.window.draw(self.rng, n)
+        return Rows(list(u), u)
 
     def run_sample(self, inputs, args, param):
         img = self.decode(inputs[0])

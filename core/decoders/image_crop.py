@@ -28,7 +28,8 @@ class ImageDecoderCrop(CropSpec, _DecoderBase):
         crop_h, crop_w: window height and width; per-sample argument inputs allowed.
         crop_pos_x, crop_pos_y: normalized window position in [0, 1] (default 0.5, centred);
             per-sample argument inputs allowed. The anchor is ``round(pos * (in - crop))``.
-        output_type, device, dtype, adjust_orientation, on_error and the decoder hints as for
+        output_type, device, dtype, adjust_orientation, on_error, max_pixels and the decoder
+            hints as for
             ``decoders.image``.
 
     Raises:
@@ -67,6 +68,7 @@ class ImageDecoderCrop(CropSpec, _DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
     ) -> None:
         self._setup_decoder(
             output_type,
@@ -77,6 +79,7 @@ class ImageDecoderCrop(CropSpec, _DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
         self.setup_crop(
             self.schema, crop, crop_h, crop_w, crop_d, crop_pos_x, crop_pos_y, crop_pos_z,

@@ -32,7 +32,8 @@ class ImageDecoderSlice(SliceSpec, _DecoderBase):
         axis_names: the order of the values, by layout letter (default ``"WH"``).
         axes: the order of the values, by axis index of the (H, W) image; not with
             ``axis_names``.
-        output_type, device, dtype, adjust_orientation, on_error and the decoder hints as for
+        output_type, device, dtype, adjust_orientation, on_error, max_pixels and the decoder
+            hints as for
             ``decoders.image``.
 
     Raises:
@@ -76,6 +77,7 @@ class ImageDecoderSlice(SliceSpec, _DecoderBase):
         adjust_orientation=True,
         dtype=None,
         on_error="raise",
+        max_pixels=None,
     ) -> None:
         self._setup_decoder(
             output_type,
@@ -86,6 +88,7 @@ class ImageDecoderSlice(SliceSpec, _DecoderBase):
             on_error,
             adjust_orientation,
             dtype,
+            max_pixels,
         )
         named = {
             "start": start,

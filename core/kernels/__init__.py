@@ -57,7 +57,12 @@ def source(name: str) -> str:
 
 @functools.cache
 def get_function(src_name: str, expression: str, device_id: int):
-    """The compiled kernel ``expression`` (a template instantiation) of ``src_name`` on a device."""
+    """The compiled kernel ``expression`` (a template instantiation) of ``src_name`` on a device.
+
+    CuPy appends ``-ftz=true`` to every compilation: float32 operations flush subnormal
+    operands and results to zero (float64 ones do not), unlike numpy on the CPU. A kernel that
+    must agree with the CPU on values below 2**-126 keeps them out of float32 arithmetic
+    (``audio.cu`` ``to_decibels``)."""
     import cupy
 
     with cupy.cuda.Device(device_id):

@@ -143,7 +143,11 @@ def _op_expr(op: str, dt: str, args: list[str], arg_dts: Sequence[str]) -> str:
     kind = np.dtype(dt).kind
     if op in _CMP:
         return _compare(op, args[0], arg_dts[0], args[1], arg_dts[1])
-    a = [f"(({reg})({x}))" for x in args]  # static_cast to the output type first
+    # static_cast to the output type first (to half: rounded, as the CPU side's astype)
+    a = [
+        f"dl_round_half((float)({x}))" if dt == "float16" and d != "float16" else f"(({reg})({x}))"
+        for x, d in zip(args, arg_dts, strict=True)
+    ]
     if op in _BIN:
         return f"(({reg})({a[0]} {_BIN[op]} {a[1]}))"
     if op == "plus":
@@ -347,6 +351,12 @@ def _launch(steps, out_shapes, out_dtype, in_ptrs, in_strides_per_sample, device
             extents[i, ndim - len(s) :] = s
     strides = []
     for per_sample in in_strides_per_sample:
+        if isinstance(per_sample, np.ndarray):  # already (n, ndim) (the fast path)
+            a = np.zeros((n, ndim), np.int64)
+            if per_sample.shape[1]:
+                a[:, ndim - per_sample.shape[1] :] = per_sample
+            strides.append(a)
+            continue
         a = np.zeros((n, ndim), np.int64)
         for i, st in enumerate(per_sample):
             if st:
@@ -379,6 +389,13 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
         raise ValueError(f"inputs of an expression have different batch sizes: "
                          f"{[len(s) for s in samples]}")  # fmt: skip
     used = sorted({p for kind, _, p in steps if kind == "load"})
+    device_id = samples[0].device_id
+    out_dtype = np.dtype(steps[-1][1])
+    fast = _same_shapes_or_scalars([samples[k] for k in used])
+    if fast is not None:  # the common case, without a Python loop over the samples
+        out_shapes, strides = fast
+        return _launch(steps, out_shapes, out_dtype, [samples[k].ptrs for k in used], strides,
+                       device_id, stream)  # fmt: skip
     out_shapes = []
     per_input_strides: list[list] = [[] for _ in used]
     for i in range(n):
@@ -389,16 +406,34 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
             per_input_strides[j].append(
                 broadcast_strides(shapes[j], samples[k].strides[i], out_shape)
             )
-    device_id = samples[0].device_id
     return _launch(
         steps,
         out_shapes,
-        np.dtype(steps[-1][1]),
+        out_dtype,
         [samples[k].ptrs for k in used],
         per_input_strides,
         device_id,
         stream,
     )
+
+
+def _same_shapes_or_scalars(inputs):
+    """When every input has, sample by sample, the same shape as the others (or is a 0-d
+    scalar per sample): the output shapes and per-input strides, without per-sample work."""
+    full = [s for s in inputs if s.shapes.shape[1] > 0]
+    if not full:
+        n = len(inputs[0])
+        return [()] * n, [np.zeros((n, 0), np.int64) for _ in inputs]
+    ref = full[0].shapes
+    if any(s.shapes.shape != ref.shape or not (s.shapes == ref).all() for s in full[1:]):
+        return None
+    strides = []
+    for s in inputs:
+        if s.shapes.shape[1] == 0:
+            strides.append(np.zeros(ref.shape, np.int64))
+        else:  # extent-1 dimensions read their only element
+            strides.append(np.where(ref == 1, 0, s.strides))
+    return [tuple(int(v) for v in row) for row in ref], strides
 
 
 @stream_scoped

@@ -143,13 +143,37 @@ __global__ void sample_max(const FlatDesc *__restrict__ descs, unsigned int *max
   if ((threadIdx.x & 31) == 0 && m > 0.f) atomicMax(maxbits + blockIdx.z, __float_as_uint(m));
 }
 
-// out = mul_log2 * log2(max(min_ratio, x * inv_ref)); inv_ref from `maxbits` when given (1 when
+// A float's exact value as a double, from its bits: no float32 operation, so no flush to zero.
+__device__ __forceinline__ double float_bits_value(unsigned int b) {
+  const int e = (b >> 23) & 0xff;
+  const double m = (double)(b & 0x7fffffu);
+  const double v = e ? ldexp(m + 8388608.0, e - 150) : ldexp(m, -149);
+  return (b >> 31) ? -v : v;
+}
+
+// log2 of the float32 product x * inv as the CPU rounds it, for a product that -ftz=true flushed
+// to zero (CuPy compiles every kernel with it): the product again in double (exact: 24-bit
+// factors), rounded to float32 with subnormals kept; -inf for zero and negative products.
+__device__ float log2_of_tiny_product(unsigned int x_bits, float inv) {
+  const double p = float_bits_value(x_bits) * float_bits_value(__float_as_uint(inv));
+  if (!(p > 0.0)) return __int_as_float(0xff800000);  // -inf: the cutoff applies
+  if (p >= 0x1p-126) return log2f(__double2float_rn(p));  // a normal float: no flush
+  const double units = rint(p * 0x1p149);  // the subnormal float32 it rounds to, in 2^-149
+  return units == 0.0 ? __int_as_float(0xff800000) : (float)(log2(units) - 149.0);
+}
+
+// out = mul_log2 * log2(max(min_ratio, x * inv_ref)), computed as
+// mul_log2 * max(log2_min, log2(x * inv_ref)) (log2 is monotonic) with log2_min = log2(min_ratio)
+// from the host: min_ratio is subnormal for cutoff_db / multiplier < -37.9 (the default -200 dB
+// with multiplier ln(10)), and -ftz=true would flush it to 0 in fmaxf and give log2(0) = -inf
+// where the CPU gives the cutoff. Products below FLT_MIN (zeros, tiny inputs) are redone by
+// log2_of_tiny_product; a NaN stays NaN as in numpy. inv_ref from `maxbits` when given (1 when
 // the maximum is 0 or 1), else `inv_ref`.
 __global__ void to_decibels(const FlatDesc *__restrict__ descs,
                             const unsigned int *__restrict__ maxbits, float inv_ref,
-                            float mul_log2, float min_ratio) {
+                            float mul_log2, float log2_min) {
   const FlatDesc d = descs[blockIdx.z];
-  const float *in = reinterpret_cast<const float *>(d.in_ptr);
+  const unsigned int *in = reinterpret_cast<const unsigned int *>(d.in_ptr);
   float *out = reinterpret_cast<float *>(d.out_ptr);
   float inv = inv_ref;
   if (maxbits) {
@@ -157,8 +181,18 @@ __global__ void to_decibels(const FlatDesc *__restrict__ descs,
     inv = (r == 0.f || r == 1.f) ? 1.f : 1.f / r;
   }
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < d.n;
-       i += (long long)gridDim.x * blockDim.x)
-    out[i] = mul_log2 * log2f(fmaxf(min_ratio, in[i] * inv));
+       i += (long long)gridDim.x * blockDim.x) {
+    const unsigned int b = in[i];
+    const float v = __uint_as_float(b) * inv;
+    float l;
+    if (v >= 1.17549435e-38f)  // FLT_MIN: a normal product, as on the CPU
+      l = log2f(v);
+    else if (v != v)
+      l = v;
+    else
+      l = log2_of_tiny_product(b, inv);
+    out[i] = mul_log2 * (l < log2_min ? log2_min : l);
+  }
 }
 
 // ---- resampling ---------------------------------------------------------------------------------
@@ -168,10 +202,18 @@ struct ResampleDesc {
   double scale;  // in_rate / out_rate
 };
 
-// DALI's windowed sinc: output j at input position j * scale; taps [ceil(frac) - lobes,
-// ceil(frac) + lobes) around the integer base, zero outside the signal; the window is read from
-// `lookup` with linear interpolation. Inputs are normalised as x * in_scale * in_mul + in_add;
-// outputs are written as v * out_max, rounded and saturated (floats: out_max = 0, as is).
+// DALI's windowed sinc (its CPU kernel's arithmetic, as _audio/resampling.py): output j sits at
+// input position base + frac, with the outputs in blocks of RESAMPLE_BLOCK: the block's start
+// j0 * scale in double, base = floor(start), frac = (float)(start - base) + (j - j0) steps of
+// (float)scale added one at a time in float32 (the CPU's running sum, reproduced per output:
+// up to 255 float adds). Taps i in [ceil(frac) - lobes, ceil(frac) + lobes) at offset
+// (ceil(frac) - frac) + t, t = i - ceil(frac), zero outside the signal; the window is read from
+// `lookup` with linear interpolation, every step rounded as the CPU does (__f*_rn: no FMA
+// contraction). Only the sum over the taps is in another order (sequential FMA here). Inputs
+// are normalised as x * in_scale * in_mul + in_add; outputs are written as v * out_max, rounded
+// and saturated (floats: out_max = 0, as is).
+#define RESAMPLE_BLOCK 256
+
 template <typename Tin, typename Tout>
 __global__ void resample(const ResampleDesc *__restrict__ descs, const float *__restrict__ lookup,
                          float wscale, float wcenter, int lobes, float in_scale, float in_mul,
@@ -179,24 +221,31 @@ __global__ void resample(const ResampleDesc *__restrict__ descs, const float *__
   const ResampleDesc d = descs[blockIdx.z];
   const Tin *in = reinterpret_cast<const Tin *>(d.in_ptr);
   Tout *out = reinterpret_cast<Tout *>(d.out_ptr);
+  const float fscale = __double2float_rn(d.scale);
   for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < d.n_out;
        j += (long long)gridDim.x * blockDim.x) {
-    double pos = j * d.scale;
-    double base_d = floor(pos);
-    long long base = (long long)base_d;
-    float frac = (float)(pos - base_d);
-    int xc = (int)ceilf(frac);
+    const long long j0 = j - j % RESAMPLE_BLOCK;
+    const double start = (double)j0 * d.scale;
+    const double base_d = floor(start);
+    const long long base = (long long)base_d;
+    float frac = __double2float_rn(start - base_d);
+    for (long long k = j0; k < j; k++) frac = __fadd_rn(frac, fscale);
+    const float first = ceilf(frac);
+    const float off0 = __fsub_rn(first, frac);
+    const long long xc = (long long)first;
     long long i0 = xc - lobes, i1 = xc + lobes;
     if (i0 + base < 0) i0 = -base;
     if (i1 + base > d.n_in) i1 = d.n_in - base;
     for (long long c = 0; c < d.channels; c++) {
       float acc = 0.f;
       for (long long i = i0; i < i1; i++) {
-        float fi = ((float)i - frac) * wscale + wcenter;
-        float fl = floorf(fi);
-        int k = (int)fl;
-        float w = lookup[k] + (fi - fl) * (lookup[k + 1] - lookup[k]);
-        float x = load_f(in + (base + i) * d.channels + c) * in_scale * in_mul + in_add;
+        const float x_off = __fadd_rn(off0, (float)(i - xc));
+        const float fi = __fadd_rn(__fmul_rn(x_off, wscale), wcenter);
+        const float fl = floorf(fi);
+        const int k = (int)fl;
+        const float diff = __fsub_rn(lookup[k + 1], lookup[k]);
+        const float w = __fadd_rn(__fmul_rn(__fsub_rn(fi, fl), diff), lookup[k]);
+        const float x = load_f(in + (base + i) * d.channels + c) * in_scale * in_mul + in_add;
         acc += w * x;
       }
       out[j * d.channels + c] = out_max == 0.f ? Conv<Tout>::to(acc) : Conv<Tout>::to(acc * out_max);

@@ -231,6 +231,14 @@ def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = Fal
 # --- to_decibels -----------------------------------------------------------------------------
 
 
+def log2_floor(min_ratio) -> np.float32:
+    """``log2(min_ratio)`` in float32, as the CPU computes it for a ratio at the cutoff: the
+    kernel clamps in the log domain, since CuPy's -ftz=true flushes a subnormal ``min_ratio``
+    (cutoff_db / multiplier below -37.9) to zero in float32 arithmetic."""
+    with np.errstate(divide="ignore"):
+        return np.float32(np.log2(np.float32(min_ratio)))
+
+
 @stream_scoped
 def to_decibels_batch(inputs, inv_ref, mul_log2, min_ratio, stream=None):
     """``mul_log2 * log2(max(min_ratio, x * inv_ref))`` of float32 samples; ``inv_ref`` None:
@@ -253,7 +261,7 @@ def to_decibels_batch(inputs, inv_ref, mul_log2, min_ratio, stream=None):
         k = get_function("audio.cu", "sample_max", s.device_id)
         k(grid, (_BLOCK, 1, 1), (dev, maxbits), stream=stream)
     k = get_function("audio.cu", "to_decibels", s.device_id)
-    args = (dev, maxbits, np.float32(inv_ref or 1), np.float32(mul_log2), np.float32(min_ratio))
+    args = (dev, maxbits, np.float32(inv_ref or 1), np.float32(mul_log2), log2_floor(min_ratio))
     k(grid, (_BLOCK, 1, 1), args, stream=stream)
     return out
 

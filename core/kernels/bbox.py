@@ -40,6 +40,18 @@ def contiguous_samples(samples):
     return SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
 
 
+def aligned_samples(samples, alignment: int):
+    """The batch with every sample's address a multiple of ``alignment`` bytes (copies only
+    the samples that are not; a copy is freshly allocated, so aligned)."""
+    from ..tensors_gpu import SampleList
+
+    s = samples
+    if len(s) == 0 or not (s.ptrs % np.uint64(alignment)).any():
+        return s
+    arrays = [a.copy() if int(p) % alignment else a for a, p in zip(s, s.ptrs, strict=True)]
+    return SampleList.from_arrays(arrays, s.device_id)
+
+
 def box_counts(shapes: np.ndarray, who: str) -> np.ndarray:
     """Boxes per sample of a batch of (N, 4) or flat (4N,) float samples."""
     shapes = np.asarray(shapes, np.int64)
@@ -114,7 +126,7 @@ def box_encoder_batch(boxes, labels, anchors, criteria, offset, scale, means, st
     sample. Returns dense (N, A, 4) float32 boxes and (N, A) int32 labels."""
     import cupy
 
-    b = contiguous_samples(boxes)
+    b = aligned_samples(contiguous_samples(boxes), 16)  # read as float4
     lab = contiguous_samples(labels)
     if b.dtype != np.float32:
         raise TypeError(f"box_encoder: bounding boxes must be float32, got {b.dtype}")
@@ -169,6 +181,7 @@ def _device_anchors(anchors: np.ndarray, cwh: np.ndarray, device_id: int, stream
     hit = _ANCHORS.get(key)
     if hit is None:  # kept for other pipelines' streams too: wait for the copy once
         hit = (upload(anchors, stream), upload(cwh, stream))
-        stream.synchronize()
+        if stream is not None:
+            stream.synchronize()
         _ANCHORS[key] = hit
     return hit

@@ -1,5 +1,6 @@
 """GPU ``fn.jpeg_compression_distortion`` (``jpeg_distortion.cu``): two launches per batch (the
-8x8 block transforms per macroblock, then chroma upsampling and colour conversion)."""
+8x8 block transforms per macroblock, then chroma upsampling and colour conversion), in
+libjpeg-turbo's integer arithmetic, so the result is the CPU operator's bit for bit."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ._batch import alloc_batch, as_samples
 
 JPEG_DESC = np.dtype(
     [(f, "<i8") for f in ("in_ptr", "out_ptr", "y_ptr", "c_ptr", "h", "w")]
-    + [("qy", "<f4", (64,)), ("qc", "<f4", (64,))]
+    + [("quant", "<i4", (2, 64))]  # the luma and the chroma table, row-major
 )
 
 
@@ -33,10 +34,26 @@ def plane_offsets(shapes) -> tuple[np.ndarray, np.ndarray, int]:
     return np.array(y_off, np.int64), np.array(c_off, np.int64), max(pos, 1)
 
 
+def jpeg_descriptors(in_ptrs, out_ptrs, scratch_ptr: int, shapes, tables) -> np.ndarray:
+    """One ``JpegDesc`` per sample: pointers, size, its planes in the scratch buffer (see
+    :func:`plane_offsets`) and its (luma, chroma) quantisation tables."""
+    shapes = np.asarray(shapes, np.int64).reshape(-1, 3)
+    y_off, c_off, _ = plane_offsets(shapes)
+    d = np.zeros(len(shapes), JPEG_DESC)
+    d["in_ptr"] = np.asarray(in_ptrs).view(np.int64)
+    d["out_ptr"] = np.asarray(out_ptrs).view(np.int64)
+    d["y_ptr"], d["c_ptr"] = scratch_ptr + y_off, scratch_ptr + c_off
+    d["h"], d["w"] = shapes[:, 0], shapes[:, 1]
+    for i, (qy, qc) in enumerate(tables):
+        d["quant"][i] = qy, qc
+    return d
+
+
 @stream_scoped
 def jpeg_distortion_batch(inputs, tables, stream=None):
-    """Apply JPEG-like distortion to every RGB uint8 HWC sample; ``tables`` per sample: the
-    (luma, chroma) quantisation tables (64 values each, row-major)."""
+    """JPEG round trip (baseline, 4:2:0, libjpeg-turbo's islow arithmetic) of every RGB uint8
+    HWC sample; ``tables`` per sample: the (luma, chroma) quantisation tables (64 values each,
+    1..255, row-major)."""
     import cupy
 
     from ..tensors_gpu import SampleList
@@ -48,15 +65,9 @@ def jpeg_distortion_batch(inputs, tables, stream=None):
     if not all(a.flags.c_contiguous for a in s):
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
     out = alloc_batch(s.shapes, np.uint8, s.device_id)
-    y_off, c_off, total = plane_offsets(s.shapes)
+    total = plane_offsets(s.shapes)[2]
     scratch = cupy.empty(total, np.uint8)
-    d = np.zeros(n, JPEG_DESC)
-    d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
-    d["y_ptr"] = scratch.data.ptr + y_off
-    d["c_ptr"] = scratch.data.ptr + c_off
-    d["h"], d["w"] = s.shapes[:, 0], s.shapes[:, 1]
-    for i, (qy, qc) in enumerate(tables):
-        d["qy"][i], d["qc"][i] = qy, qc
+    d = jpeg_descriptors(s.ptrs, out.ptrs, scratch.data.ptr, s.shapes, tables)
     dev = upload(d.view(np.uint8), stream)
     max_h, max_w = int(d["h"].max()), int(d["w"].max())
     if max_h == 0 or max_w == 0:

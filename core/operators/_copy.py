@@ -52,7 +52,7 @@ class CopyToGpu(Operator):
 
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
             return _copy_on_device(list(inputs[0]), stream)
-        batch = getattr(inputs[0], "array", None)  # the workers packed it (executor.Rows)
+        batch = getattr(inputs[0], "array", None)  # the workers packed it (graph.Rows)
         if batch is not None:
             pinned = cupyx.empty_pinned(batch.shape, batch.dtype)
             np.copyto(pinned, batch)

@@ -354,8 +354,9 @@ class WarpOp(Operator):
 
         s = inputs[0]
         n = len(s)
-        ndim = s.shapes.shape[1] if n else 3
-        lay = self._layout_of(ndim)
+        if n == 0:
+            return s
+        lay = self._layout_of(s.shapes.shape[1])
         out_dtype = self._out_dtype(s.dtype)
         mats, sizes = self._batch_params(inputs, args, [tuple(sh) for sh in s.shapes], stream)
         border = border_values(self.fill_value, s.dtype, out_dtype)

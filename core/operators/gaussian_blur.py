@@ -264,8 +264,9 @@ class GaussianBlur(Operator):
 
         s = inputs[0]
         n = len(s)
-        ndim = s.shapes.shape[1] if n else 3
-        start, axes, channels = blur_dims(self.schema, self._layout, ndim)
+        if n == 0:
+            return s
+        start, axes, channels = blur_dims(self.schema, self._layout, s.shapes.shape[1])
         out_dtype = self.out_dtype(s.dtype)
         windows = [self.sample_windows({k: v[i] for k, v in args.items()}, axes) for i in range(n)]
         return blur_batch(s, start, axes, channels, windows, out_dtype, stream=stream)

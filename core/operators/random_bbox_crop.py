@@ -264,12 +264,19 @@ class RandomBBoxCrop(Operator):
         self._scaling_given, self._ar_given = scaling is not None, aspect_ratio is not None
         self.thresholds = [F(t) for t in thr]
         self.options: list[tuple[bool, np.float32]] = []
+        # Again in bind_inputs, where argument inputs are known (input_shape may be one).
+        self._configure(shape_node=self._crop_given)
 
     def bind_inputs(self, inputs, arg_nodes: dict[str, DataNode]) -> None:
         self.has_labels = len(inputs) == 2
         self.num_outputs = 3 + self.has_labels + self.output_bbox_indices
-        crop = self._crop_given or "crop_shape" in arg_nodes
-        shape = self._input_given or "input_shape" in arg_nodes
+        self._configure("crop_shape" in arg_nodes, "input_shape" in arg_nodes)
+
+    def _configure(self, crop_node: bool = False, shape_node: bool = False) -> None:
+        """The options and the window mode, once it is known which of crop_shape/input_shape
+        are given (as values or as argument inputs)."""
+        crop = self._crop_given or crop_node
+        shape = self._input_given or shape_node
         self.fixed_crop = crop
         self.input_shape_given = shape
         if crop and not shape:

@@ -16,7 +16,7 @@ import numpy as np
 from .._geometry.crop_window import RandomCropWindow
 from .._geometry.resize_params import ResizeParams
 from ..errors import ArgumentError
-from ..graph import Operator, register
+from ..graph import Operator, Rows, register
 from .resize import ResamplingAttrs, resample
 
 
@@ -97,7 +97,8 @@ class RandomResizedCrop(Operator):
         return ["HWC"]
 
     def batch_params(self, n):
-        return list(self.window.draw(self.rng, n))
+        u = self.window.draw(self.rng, n)
+        return Rows(list(u), u)
 
     def crop_window(self, height: int, width: int, u: np.ndarray) -> tuple[int, int, int, int]:
         """(y, x, h, w) of the window for an image of ``height`` x ``width``."""
@@ -118,6 +119,8 @@ class RandomResizedCrop(Operator):
         from ..kernels.resize import crop_resize_batch
 
         s = as_samples(inputs[0])
-        u = np.stack(params) if len(s) else np.zeros((0, 2 * self.window.attempts + 2))
+        u = getattr(params, "array", None)
+        if u is None:
+            u = np.stack(params) if len(s) else np.zeros((0, 2 * self.window.attempts + 2))
         wins = self.window.windows(s.shapes[:, 0], s.shapes[:, 1], u)
         return crop_resize_batch(s, wins, self.size, self.attrs, stream)

@@ -3,41 +3,51 @@
 Why processes: read in the pipeline's own process, every file is four system calls, and the
 reading thread gives the GIL up and takes it back around each of them. With decoder lanes and
 the GPU stage running Python beside it, each take waits its turn: on the H100 the reads of one
-batch took 8-14 ms instead of 2.3 ms (BENCHMARKS.md). Here the whole batch costs one request
-and one reply per process, and the reads run in ``_read_server.py``. ``PROCESSES`` servers
-each read a contiguous part of the batch, at the same time: one server's own Python, about
-25 us per file, held a batch of 128 files to 5 ms.
+batch took 8-14 ms instead of 2.3 ms (BENCHMARKS.md, "Read processes × threads"). Here the
+whole batch costs one request and one reply per process, and the reads run in
+``_read_server.py``. ``PROCESSES`` servers each read a contiguous part of the batch, at the
+same time: one server's own Python, about 25 us per file, held a batch of 128 files to 5 ms.
 
-The bytes land in shared memory: a memfd that every process maps, cut into ``SLOTS`` slots of
-``SLOT_BYTES`` (address space only; pages are touched as files are written in). One batch is
-read into one free slot, each server into its own share of it, and the batch's arrays are
-views of the slot. The slot is free again once the last of those arrays is gone, so a batch
-held by a consumer (or by a decoder still reading it) is never overwritten. A batch that does
-not fit a slot, or finds no slot free, is read in this process instead.
+The bytes land in shared memory: one memfd per reader, which every server maps, cut into
+*slots*. One batch is read into one slot, each server into its own part of it, and the
+batch's arrays are views of the slot (``_ipc.slots``: the slot is free again once the last of
+those arrays is gone, so a batch held by a consumer, or by a decoder still reading it, is never
+overwritten). Only what is used is mapped: slots start at ``FIRST_SLOT_BYTES`` and the memfd
+grows by a slot at a time. A batch that does not fit is read again into a slot of the size it
+needs (and every later slot gets that size; smaller free ones are dropped, their pages given
+back). Under ``ulimit -v`` this is what lets a reader start at all: the first design reserved
+128 GiB of address space per reader. A batch larger than ``MAX_SLOT_BYTES``, or one that
+finds ``SLOTS`` slots held, is read in this process instead.
 """
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
-import pickle
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
-from .._helper_process import share, spawn, start, stop, supported, unshare
+from .._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all, supported
+from .._ipc.regions import share, unshare
+from .._ipc.slots import SlotPool
 from ..errors import PipelineError
+from ._read_server import Done, Read, ReadFailed, TooBig
 
-SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read processes
-SLOTS = 64
+FIRST_SLOT_BYTES = 16 << 20  # a batch of 128 ImageNet JPEGs takes about 14 MB
+MAX_SLOT_BYTES = 1 << 31  # the most one batch's files may take in the read processes
+SLOTS = 64  # slots alive at once (free or held), at most
+_ALIGN = 1 << 20  # slot sizes are whole MiB (offsets stay page-aligned)
 # Server processes per reader, and reading threads in each. A server spends tens of us of
 # GIL-bound Python per file, so threads in one process wait for each other. On the H100, with
 # the pipeline running, one server with 4 threads took 5-7 ms per batch of 128 files; 4
-# servers of one thread took 2.4-3.3 ms (alone: 3.9 against 0.85 ms; BENCHMARKS.md, sixth
-# session).
+# servers of one thread took 2.4-3.3 ms (alone: 3.9 against 0.85 ms; BENCHMARKS.md, "Read
+# processes × threads").
 PROCESSES = 4
 THREADS = 1
-_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_read_server.py")
+_SERVER = "dlpipe.readers._read_server"
 
 
 def available() -> bool:
@@ -46,71 +56,181 @@ def available() -> bool:
     return supported()
 
 
+@dataclass(eq=False)
+class _Slot:
+    offset: int  # in the memfd
+    size: int
+    memory: mmap.mmap  # this process's mapping of it
+
+
+class _Memfd:
+    """A reader's memfd and its slots, cut from its end as they are made. Holds no reference
+    to the ReadProcess (slots come back to the pool from any thread)."""
+
+    def __init__(self, processes: int):
+        self.fd = os.memfd_create("dlpipe-read", os.MFD_CLOEXEC)
+        self.end = 0  # the memfd's size
+        self.slots: dict[int, _Slot] = {}  # offset -> slot, made and not dropped
+        # per server: offsets of slots dropped since its last request (it unmaps them)
+        self.forgotten = [collections.deque() for _ in range(processes)]
+
+    def make(self, size: int) -> _Slot:
+        offset = self.end
+        os.ftruncate(self.fd, offset + size)
+        self.end += size
+        try:
+            memory = mmap.mmap(self.fd, size, offset=offset)
+        except BaseException:
+            os.ftruncate(self.fd, offset)
+            self.end = offset
+            raise
+        share(memory, self.fd, offset)  # decode processes decode from the slot without a copy
+        slot = self.slots[offset] = _Slot(offset, size, memory)
+        return slot
+
+    def drop(self, slot: _Slot) -> None:
+        """Forget a free slot: its pages go back to the system, and the servers unmap it."""
+        unshare(slot.memory)
+        try:
+            slot.memory.madvise(mmap.MADV_REMOVE)  # frees the memfd's pages (a hole)
+            slot.memory.close()
+        except (OSError, ValueError, BufferError):  # a view still alive: the GC closes it
+            pass
+        self.slots.pop(slot.offset, None)
+        for queue in self.forgotten:
+            queue.append(slot.offset)
+
+    def take_forgotten(self, k: int) -> tuple[int, ...]:
+        queue, out = self.forgotten[k], []
+        while queue:
+            out.append(queue.popleft())
+        return tuple(out)
+
+
 class ReadProcess:
     """The helper processes of one reader and their shared memory. ``read`` is called from one
     thread at a time (the CPU stage's); slots come back from whichever thread drops a batch's
-    last array."""
+    last array.
+
+    Raises:
+        HelperStartError: no Python interpreter to run the servers (``_ipc.process.python``).
+    """
 
     def __init__(self, who: str, processes: int | None = None, threads: int | None = None):
         self.who = who
         processes = processes or PROCESSES
-        args = ["-I", "-S", _SERVER, str(threads or THREADS)]
-        first, fd = start("dlpipe-read", SLOT_BYTES * SLOTS, args)
-        self._procs = [first]
-        self._memory = mmap.mmap(fd, SLOT_BYTES * SLOTS)
-        share(self._memory, fd)  # decode processes decode from the slots without a copy
-        self._stop = weakref.finalize(self, _end, self._memory, self._procs, fd)
-        self._procs += [spawn(args, fd) for _ in range(processes - 1)]
+        self._threads = threads or THREADS
+        self._memfd = _Memfd(processes)
+        self.helpers: list[HelperProcess] = []
+        try:
+            self.helpers = [self._start() for _ in range(processes)]
+        except BaseException:
+            stop_all(self.helpers)
+            os.close(self._memfd.fd)
+            raise
+        self._pool: SlotPool[_Slot] = SlotPool(drop=self._memfd.drop)
+        self._size = FIRST_SLOT_BYTES  # the size of new slots; only grows
+        self._stop = weakref.finalize(self, _close, self.helpers, self._memfd)
         self.owner = os.getpid()  # a forked child must not talk to its parent's processes
-        self._free = list(range(SLOTS - 1, -1, -1))  # pop() hands out slot 0 first
         self._broken = ""  # why the processes can no longer be used
+
+    def _start(self) -> HelperProcess:
+        args = {"threads": self._threads, "fd": self._memfd.fd}
+        return HelperProcess("read process", _SERVER, args, pass_fds=(self._memfd.fd,))
 
     def read(self, paths: list[str]) -> list[np.ndarray] | OSError | None:
         """The files' bytes as writable uint8 arrays in shared memory; the ``OSError`` of the
         first file that could not be opened or read (``filename`` and ``sample_index`` set,
-        the latter its place in ``paths``); or None when the files need more than a slot,
-        or no slot is free: then the caller reads them."""
+        the latter its place in ``paths``); or None when the files need more than
+        ``MAX_SLOT_BYTES``, or ``SLOTS`` slots are held: then the caller reads them.
+
+        Raises:
+            HelperStartError: the servers did not start (the caller reads in its process).
+            PipelineError: a server failed or exited.
+        """
         if self._broken:
             raise PipelineError(f"{self.who}: {self._broken}")
-        if not self._free:
+        if any(h.interrupted for h in self.helpers):  # a KeyboardInterrupt cut a request
+            self._restart()
+        slot = self._slot(self._size)
+        if slot is None:
             return None
-        slot = self._free.pop()
-        offset = slot * SLOT_BYTES
-        part_bytes = SLOT_BYTES // len(self._procs)  # each process reads into its own part
-        step = -(-len(paths) // len(self._procs)) or 1
-        parts = list(enumerate(range(0, len(paths), step)))
-        try:
-            for k, j in parts:
-                request = (offset + k * part_bytes, part_bytes, paths[j : j + step])
-                pickle.dump(request, self._procs[k].stdin, protocol=5)
-                self._procs[k].stdin.flush()
-            replies = [pickle.load(self._procs[k].stdout) for k, _ in parts]
-        except (EOFError, OSError, pickle.UnpicklingError):
-            self._free.append(slot)
-            codes = ", ".join(str(p.poll()) for p in self._procs)
-            # the others may still owe a reply: none of them can be trusted to answer in turn
-            self._broken = f"a read process exited unexpectedly (exit codes {codes})"
-            self.close()
-            raise PipelineError(
-                f"{self.who}: {self._broken}; see its message above, if any"
-            ) from None
-        for (_, j), reply in zip(parts, replies, strict=True):  # the batch's first failure
-            if reply[0] == "big":
-                self._free.append(slot)
+        for _ in range(3):  # a file may grow between the server's fstat and its read
+            replies = self._request(slot, paths)
+            big = [r.need for r in replies if isinstance(r, TooBig)]
+            if not big:
+                break
+            need = max(big) * len(self.helpers)  # each server gets an equal part
+            size = -(-(need + need // 4) // _ALIGN) * _ALIGN
+            if size > MAX_SLOT_BYTES:  # this batch only: later ones get slots as before
+                self._pool.put(slot)
                 return None
-            if reply[0] != "ok":
-                self._free.append(slot)
-                _, index, errno, strerror = reply
-                err = OSError(errno, strerror, paths[j + index])
-                err.sample_index = j + index
+            self._size = max(self._size, size)
+            self._memfd.drop(slot)
+            slot = self._slot(self._size)
+            if slot is None:
+                return None
+        else:
+            self._pool.put(slot)
+            return None
+        step = self._step(len(paths))
+        for j, reply in zip(range(0, len(paths), step), replies, strict=True):
+            if isinstance(reply, ReadFailed):  # the batch's first failure
+                self._pool.put(slot)
+                err = OSError(reply.errno, reply.strerror, paths[j + reply.index])
+                err.sample_index = j + reply.index
                 return err
-        starts = [a for r in replies for a in r[1]]
-        sizes = [b for r in replies for b in r[2]]
-        end = max((a + b for a, b in zip(starts, sizes, strict=True)), default=offset)
-        base = np.frombuffer(self._memory, np.uint8, count=end - offset, offset=offset)
-        # Views of ``base`` keep it alive; the slot is free when the last one goes.
-        weakref.finalize(base, self._free.append, slot)
-        return [base[a - offset : a - offset + b] for a, b in zip(starts, sizes, strict=True)]
+        starts = [a for r in replies for a in r.offsets]
+        sizes = [b for r in replies for b in r.sizes]
+        end = max((a + b for a, b in zip(starts, sizes, strict=True)), default=0)
+        base = np.frombuffer(slot.memory, np.uint8, count=end)
+        self._pool.lease(slot, holder=base)  # views of ``base`` keep the slot
+        return [base[a : a + b] for a, b in zip(starts, sizes, strict=True)]
+
+    def _slot(self, size: int) -> _Slot | None:
+        """A free slot of ``size`` bytes or more (smaller ones are dropped), or a new one."""
+        slot = self._pool.take(accept=lambda s: s.size >= size)
+        if slot is None and len(self._memfd.slots) < SLOTS:
+            slot = self._memfd.make(size)
+        return slot
+
+    def _step(self, n: int) -> int:
+        return -(-n // len(self.helpers)) or 1
+
+    def _request(self, slot: _Slot, paths: list[str]) -> list:
+        """Each server reads its part of ``paths`` into its part of ``slot``, at once."""
+        part = slot.size // len(self.helpers)
+        step = self._step(len(paths))
+        asked = []
+        try:
+            for k, j in enumerate(range(0, len(paths), step)):
+                forget = self._memfd.take_forgotten(k)
+                msg = Read(slot.offset, slot.size, k * part, part, paths[j : j + step], forget)
+                self.helpers[k].submit(msg)
+                asked.append(self.helpers[k])
+            replies = [h.result() for h in asked]
+        except HelperStartError:  # the caller reads in its own process from now on
+            self._pool.put(slot)
+            raise
+        except HelperError as e:
+            self._pool.put(slot)
+            # the others may still owe a reply: none of them can be trusted to answer in turn
+            self._broken = str(e)
+            self.close()
+            raise PipelineError(f"{self.who}: {e}; see its message above, if any") from None
+        except BaseException:
+            self._pool.put(slot)
+            raise
+        for reply in replies:
+            if not isinstance(reply, (Done, TooBig, ReadFailed)):
+                self._broken = f"a read process answered {reply!r}"
+                self.close()
+                raise PipelineError(f"{self.who}: {self._broken}")
+        return replies
+
+    def _restart(self) -> None:
+        stop_all(self.helpers)
+        self.helpers[:] = [self._start() for _ in self.helpers]
 
     def close(self) -> None:
         """End the processes. Arrays already handed out stay valid: the mapping lives as long
@@ -118,6 +238,8 @@ class ReadProcess:
         self._stop()
 
 
-def _end(memory: mmap.mmap, procs: list, fd: int) -> None:
-    unshare(memory)  # before the fd's number can name another file
-    stop(procs, fd)
+def _close(helpers: list[HelperProcess], memfd: _Memfd) -> None:
+    stop_all(helpers)
+    for slot in list(memfd.slots.values()):
+        unshare(slot.memory)  # before the fd's number can name another file
+    os.close(memfd.fd)  # the mappings stay, each as long as arrays view it

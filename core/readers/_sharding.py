@@ -125,6 +125,8 @@ class ShardedLoader:
         # not entered yet), and the order of the epoch being read (``reorder``).
         self._read_epoch = 0
         self._read_pos: int | None = None
+        self._read_end = 0  # where the shard being read ends (set on entering an epoch)
+        self._epoch_len = (-1, 0)  # (epoch, its length): next_batch's lookup
         self._read_order: np.ndarray | None = None
         # The shuffle buffer: a ring of F (epoch, dataset index) slots, oldest at _head.
         self._ring: list[tuple[int, int]] = []
@@ -162,15 +164,16 @@ class ShardedLoader:
     def _read(self) -> tuple[int, int]:
         """One physical read: (epoch, dataset index), shard after shard."""
         epoch = self._read_epoch
-        shard = self.epoch_shard(epoch)
         if self._read_pos is None:  # entering the epoch
+            shard = self.epoch_shard(epoch)
             if self._reorder is not None:
                 self._read_order = self._reorder(epoch + 1)
             self._read_pos = shard_start(self.size, shard, self.num_shards)
+            self._read_end = shard_start(self.size, shard + 1, self.num_shards)
         pos = self._read_pos
         index = int(self._read_order[pos]) if self._read_order is not None else pos
         self._read_pos += 1
-        if self._read_pos == shard_start(self.size, shard + 1, self.num_shards):
+        if self._read_pos == self._read_end:
             self._read_epoch += 1
             self._read_pos = None
         self._per_epoch[epoch] += 1
@@ -198,18 +201,29 @@ class ShardedLoader:
         self._epoch, self._returned, self._last = state["epoch"], state["returned"], state["last"]
         self._filled = state["filled"]
         self._read_epoch, self._read_pos = state["read_epoch"], state["read_pos"]
+        shard = self.epoch_shard(self._read_epoch)
+        self._read_end = shard_start(self.size, shard + 1, self.num_shards)
+        self._epoch_len = (-1, 0)
         if self._reorder is not None and self._read_pos is not None:
             self._read_order = self._reorder(self._read_epoch + 1)
 
     def next_batch(self, batch_size: int) -> list[int]:
         """The dataset indices of the next batch of ``batch_size`` samples."""
+        # The current epoch's length, looked up once per batch rather than per sample (a
+        # batch of 128 spent ~1 ms of GIL time in this arithmetic on the H100: BENCHMARKS.md,
+        # "Where the host time goes").
+        self._epoch_len = (self._epoch, self.epoch_length(self._epoch))
         return [self._next(i, batch_size) for i in range(batch_size)]
 
     def _next(self, pos_in_batch: int, batch_size: int) -> int:
         if not self._filled:
             self._ring = [self._read() for _ in range(self.fill)]
             self._filled = True
-        if self._returned >= self.epoch_length(self._epoch):
+        cached_epoch, length = self._epoch_len
+        if cached_epoch != self._epoch:
+            length = self.epoch_length(self._epoch)
+            self._epoch_len = (self._epoch, length)
+        if self._returned >= length:
             padded = padded_shard_size(self.size, self.num_shards)
             if self.pad_last_batch and (self._returned < padded or pos_in_batch != 0):
                 self._returned += 1

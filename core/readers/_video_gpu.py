@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._ipc.slots import SlotPool
 from ..errors import ArgumentError, DecodeError, DeviceError, MissingExtraError, require_extra
 from ..graph import Operator, register
 from ._video_index import WHO, VideoInfo
@@ -92,8 +93,8 @@ def plan_units(reader, seqs: list[int], num_decoders: int) -> list[list[tuple[in
     return units
 
 
-class _Slot:
-    """One decoder session and the CUDA stream it runs on."""
+class _Session:
+    """One decoder session and the CUDA stream it runs on (a slot of ``_sessions``)."""
 
     def __init__(self, cupy):
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -117,29 +118,27 @@ class NvdecBatchDecoder:
         # differently).
         self.mode = os.environ.get("DLPIPE_NVDEC_MODE", "index")
         n = reader.num_decoders
+        # The sessions, taken by the worker threads for a unit each (``_ipc.slots``).
+        # Invariant: a session is used by one unit at a time, and its decoder surfaces are
+        # written again only by the next unit on the same stream, after this unit's copies;
+        # so it comes back with no event, as soon as the unit's work is queued.
+        self._sessions: SlotPool[_Session] = SlotPool()
         with self.cupy.cuda.Device(self.device_id):
-            self._free = [_Slot(self.cupy) for _ in range(n)]
-        self._cond = threading.Condition()
+            for _ in range(n):
+                self._sessions.put(_Session(self.cupy))
         self._pool = ThreadPoolExecutor(n, thread_name_prefix="dlpipe-nvdec")
         self._lock = threading.Lock()
 
     # --- one decoder session ------------------------------------------------------------------
-    def _acquire(self, path: str) -> _Slot:
-        """A free slot, preferring one whose decoder already has ``path`` open."""
-        with self._cond:
-            while not self._free:
-                self._cond.wait()
-            for k, slot in enumerate(self._free):
-                if slot.path == path:
-                    return self._free.pop(k)
-            return self._free.pop(0)  # the least recently used
+    def _acquire(self, path: str) -> _Session:
+        """A free session, preferring one whose decoder already has ``path`` open, else the
+        least recently used (waits for one to come back)."""
+        return self._sessions.take(prefer=lambda s: s.path == path, wait=True)
 
-    def _release(self, slot: _Slot) -> None:
-        with self._cond:
-            self._free.append(slot)
-            self._cond.notify()
+    def _release(self, slot: _Session) -> None:
+        self._sessions.put(slot)
 
-    def _decoder(self, slot: _Slot, info: VideoInfo):
+    def _decoder(self, slot: _Session, info: VideoInfo):
         nvc = self.nvc
         if slot.decoder is not None and slot.path == info.path:
             return slot.decoder

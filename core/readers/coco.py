@@ -10,7 +10,6 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import OpNode, register
-from . import _read_process
 from ._coco_annotations import (
     CocoIndex,
     check_images_arg,
@@ -191,8 +190,7 @@ class CocoReader(FileReader):
         self.files = index.filenames
         self.paths = [os.path.join(file_root, f) for f in index.filenames]
         self.labels = np.arange(len(index), dtype=np.int32)  # the file reader's "label"
-        self._use_process = _read_process.available()
-        self._process = None
+        self._init_reading()
         self.loader = ListSharding(
             len(index),
             shard_id=shard_id,

@@ -304,11 +304,13 @@ class ExternalSource(Operator):
     def _to_samples(self, raw, n: int) -> list:
         """The source's batch -> a list of per-sample arrays (tuples when num_outputs is set)."""
         if self.multi:
-            if not isinstance(raw, tuple | list) or len(raw) != self.num_outputs:
-                raise PipelineError(
-                    f"{self.who}: the source must return {self.num_outputs} outputs, got "
-                    f"{type(raw).__name__}"
-                )
+            # Per sample (batch=False), raw is a list of the samples' tuples: each is checked.
+            for item in [raw] if self.batch else raw:
+                if not isinstance(item, tuple | list) or len(item) != self.num_outputs:
+                    raise PipelineError(
+                        f"{self.who}: the source must return {self.num_outputs} outputs, got "
+                        f"{type(item).__name__}"
+                    )
             if not self.batch:  # list of per-sample tuples
                 columns = list(zip(*raw, strict=True)) if raw else []
                 raw = columns if columns else [[]] * self.num_outputs

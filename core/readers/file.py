@@ -3,15 +3,20 @@ list of paths, sharded and shuffled as DALI's file reader does."""
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
+import stat
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._argcheck import is_int
+from .._ipc.process import HelperStartError
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
 from . import _read_process
@@ -38,6 +43,7 @@ KNOWN_EXTENSIONS = (
 )
 
 _LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
+_WARNED: list[str] = []  # why read processes could not start here, once said
 
 
 def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
@@ -47,10 +53,37 @@ def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
     return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
 
 
+_LABEL_MAX = 2**31 - 1  # labels are int32, as in DALI
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a non-regular, non-directory file is ("a FIFO", ...), None for a regular file."""
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
 def list_file_root(
     root: str, file_filters: Sequence[str], dir_filters: Sequence[str] | None, case_sensitive: bool
 ) -> tuple[list[str], list[int]]:
-    """The ``file_root`` listing: immediate subdirectories (sorted) are the classes."""
+    """The ``file_root`` listing: immediate subdirectories (sorted) are the classes.
+
+    Regular files and symbolic links matching ``file_filters`` are listed; directories are
+    passed over (as DALI does). A FIFO, device or socket matching the filters is refused by
+    name: reading one would hang or give endless bytes. Told apart by the directory entry's
+    type, so the listing costs no ``stat`` per file (a symbolic link is checked when read).
+
+    Raises:
+        DataNotFoundError: ``root`` is not a directory.
+        ArgumentError: a special file matches the filters.
+    """
     if not os.path.isdir(root):
         raise DataNotFoundError(f"readers.file: file_root={root!r} is not a directory")
     with os.scandir(root) as it:
@@ -60,36 +93,103 @@ def list_file_root(
     files: list[str] = []
     labels: list[int] = []
     for label, sub in enumerate(subdirs):
+        names = []
         with os.scandir(os.path.join(root, sub)) as it:
-            names = sorted(
-                e.name
-                for e in it
-                if (e.is_file() or e.is_symlink()) and _match(e.name, file_filters, case_sensitive)
-            )
+            for e in it:
+                if not _match(e.name, file_filters, case_sensitive):
+                    continue
+                if e.is_file(follow_symlinks=False) or e.is_symlink():
+                    names.append(e.name)
+                elif not e.is_dir(follow_symlinks=False):
+                    kind = _special_kind(e.stat(follow_symlinks=False).st_mode)
+                    raise ArgumentError(
+                        f"readers.file: {os.path.join(root, sub, e.name)!r} in file_root is "
+                        f"{kind}, not a file: remove it or change file_filters"
+                    )
+        names.sort()
         files += [f"{sub}/{n}" for n in names]
         labels += [label] * len(names)
     return files, labels
 
 
+def _label(text: str, where: str) -> int:
+    """A list's label: a non-negative integer that fits int32."""
+    value = int(text)
+    if value > _LABEL_MAX:
+        raise ArgumentError(f"readers.file: {where}: label {value} does not fit int32")
+    return value
+
+
 def parse_file_list(path: str) -> tuple[list[str], list[int]]:
-    """A ``file_list``: one ``name label`` per line, parsed from the right (names may hold spaces)."""
-    if not os.path.isfile(path):
+    """A ``file_list``: one ``name label`` per line, parsed from the right (names may hold
+    spaces); blank lines are passed over.
+
+    Raises:
+        DataNotFoundError: ``path`` is missing or not a regular file.
+        ArgumentError: a line that is not UTF-8 or not ``name label`` (a non-negative int32
+            label), or a list with no entries; each names the list file and the line.
+    """
+    if not os.path.exists(path):
         raise DataNotFoundError(f"readers.file: file_list={path!r} does not exist")
+    if not os.path.isfile(path):  # a FIFO would hang open()
+        kind = _special_kind(os.stat(path).st_mode)
+        raise DataNotFoundError(f"readers.file: file_list={path!r} is {kind}, not a file")
     files, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip()
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"file_list {path}:{lineno}"  # path:line, as compilers write it
+            try:
+                line = raw.decode("utf-8").rstrip()
+            except UnicodeDecodeError as e:
+                raise ArgumentError(
+                    f"readers.file: {where}: not UTF-8 text (byte 0x{raw[e.start]:02x} at "
+                    f"column {e.start + 1}); a file list is UTF-8, one 'filename label' a line"
+                ) from None
             if not line.strip():
                 continue
             m = _LIST_LINE.match(line.lstrip())
             if m is None:
                 raise ArgumentError(
-                    f"readers.file: {path}:{lineno}: expected 'filename label' with a "
-                    f"non-negative integer label, got {line!r}"
+                    f"readers.file: {where}: expected 'filename label' with a non-negative "
+                    f"integer label, got {line!r}"
                 )
             files.append(m.group(1))
-            labels.append(int(m.group(2)))
+            labels.append(_label(m.group(2), where))
+    if not files:
+        raise ArgumentError(
+            f"readers.file: file_list={path!r} lists no files (it is empty or blank); "
+            "one 'filename label' a line"
+        )
     return files, labels
+
+
+def check_files(files: Sequence, labels: Sequence | None) -> tuple[list[str], list[int]]:
+    """``files=`` (str or path-like entries, none empty) and ``labels=`` (non-negative int32
+    integers, one per file; by default each file's index), each error naming the entry."""
+    out = []
+    for i, f in enumerate(files):
+        if not isinstance(f, str | os.PathLike):
+            raise ArgumentError(
+                f"readers.file: files[{i}]={f!r} is a {type(f).__name__}; give paths (str)"
+            )
+        f = os.fspath(f)
+        if not isinstance(f, str) or not f:
+            raise ArgumentError(f"readers.file: files[{i}]={f!r} is not a file name")
+        out.append(f)
+    if labels is None:
+        return out, list(range(len(out)))
+    labels = list(labels)
+    if len(labels) != len(out):
+        raise ArgumentError(
+            f"readers.file: labels has {len(labels)} entries but files has {len(out)}"
+        )
+    for i, v in enumerate(labels):
+        if not is_int(v) or not 0 <= v <= _LABEL_MAX:
+            raise ArgumentError(
+                f"readers.file: labels[{i}]={v!r} (for {out[i]!r}) must be an integer in "
+                f"[0, {_LABEL_MAX}]"
+            )
+    return out, [int(v) for v in labels]
 
 
 @register(legacy=("FileReader",))
@@ -148,17 +248,10 @@ class FileReader(ShardedReader, Operator):
             raise ArgumentError(f"{who}: give file_root=, file_list= or files=")
 
         if files is not None:
-            files = [files] if isinstance(files, str) else list(files)
+            files = [files] if isinstance(files, str | os.PathLike) else list(files)
             if not files:
                 raise ArgumentError(f"{who}: files= is empty")
-            if labels is not None:
-                labels = list(labels)
-                if len(labels) != len(files):
-                    raise ArgumentError(
-                        f"{who}: labels has {len(labels)} entries but files has {len(files)}"
-                    )
-            else:
-                labels = list(range(len(files)))
+            files, labels = check_files(files, labels)
             base = file_root or ""
         elif file_list is not None:
             files, labels = parse_file_list(file_list)
@@ -169,12 +262,9 @@ class FileReader(ShardedReader, Operator):
             files, labels = list_file_root(file_root, filters, dfilters, case_sensitive_filter)
             base = file_root
         if not files:
-            raise DataNotFoundError(f"{who}: No files found in {file_root or file_list!r}")
+            raise DataNotFoundError(f"{who}: No files found in file_root={file_root!r}")
 
-        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
-        self._process: _read_process.ReadProcess | None = None  # started by the first batch
-        self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
-        self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
+        self._init_reading()
         self.files = files
         self.paths = [os.path.join(base, f) for f in files]
         self.labels = np.asarray(labels, dtype=np.int32)
@@ -193,8 +283,17 @@ class FileReader(ShardedReader, Operator):
             who=f"{who} {self.name or ''}".strip(),
         )
 
+    def _init_reading(self) -> None:
+        """The reading machinery's state (also for readers built on this one, e.g. COCO's)."""
+        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
+        self._process: _read_process.ReadProcess | None = None  # started by the first batch
+        self._processes = _read_process.PROCESSES  # how many (the pipeline's options: prepare)
+        self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
+        self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
+
     def prepare(self, ctx) -> None:
         self._use_process = ctx.runtime.read_process and _read_process.available()
+        self._processes = ctx.runtime.read_processes
 
     def source_info(self, param: int) -> str:
         return self.files[param]
@@ -225,11 +324,16 @@ class FileReader(ShardedReader, Operator):
             self._process = None  # forked: the parent's read process stays the parent's
         if self._process is None and self._use_process:
             try:
-                self._process = _read_process.ReadProcess(self.schema)
-            except OSError:  # no memfd or no process to be had here: read in this process
-                self._use_process = False
+                self._process = _read_process.ReadProcess(self.schema, self._processes)
+            except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
+                self._no_process(e)
         if self._process is not None:
-            data = self._process.read(paths)
+            try:
+                data = self._process.read(paths)
+            except HelperStartError as e:  # the servers did not start
+                self._process.close()
+                self._process = None
+                self._no_process(e)
             if isinstance(data, OSError):
                 err = _read_error(data.filename, data)
                 err.sample_index = data.sample_index  # the executor names the sample's file
@@ -243,6 +347,18 @@ class FileReader(ShardedReader, Operator):
                     e.sample_index = i
                     raise
         return data
+
+    def _no_process(self, why: Exception) -> None:
+        """Read in this process from now on; say why once per process."""
+        self._use_process = False
+        if not _WARNED:
+            _WARNED.append(str(why))
+            warnings.warn(
+                f"{self.schema}: reading files in the pipeline's process, without read "
+                f"processes: {why}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def close(self) -> None:
         if self._reader is not None:  # reads queued for iterations that will not run
@@ -263,12 +379,16 @@ def _read_error(path: str, e: OSError) -> DataNotFoundError:
 def read_file(path: str) -> np.ndarray:
     """The file's bytes as a writable 1-D uint8 array. Plain ``os`` calls: fewer Python layers
     per file than ``open()``, which counts when one thread reads thousands of files a second."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer (refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise _read_error(path, e) from None
     try:
-        buf = np.empty(os.fstat(fd).st_size, dtype=np.uint8)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = _special_kind(st.st_mode)
+            raise OSError(errno.EINVAL, f"it is {kind}, not a file")
+        buf = np.empty(st.st_size, dtype=np.uint8)
         got = os.readv(fd, [buf])
         while got < buf.size:  # a short read (signals, special files): read the rest
             more = os.readv(fd, [buf[got:]])

@@ -254,7 +254,7 @@ class GenericIterator(BaseIterator):
     # --- conversion -----------------------------------------------------------------------
     def _convert(self, tensorlist, pipeline) -> Any:
         if isinstance(tensorlist, TensorListCPU):
-            return tensorlist.as_tensor()  # a fresh array each batch: never reused
+            return tensorlist.as_array()  # a fresh array each batch: never reused
         # Zero-copy: the buffer is not reused while a consumer can see it (DESIGN.md).
         return jax.dlpack.from_dlpack(tensorlist.as_tensor())
 

@@ -43,7 +43,7 @@ class _TFIterator(BaseIterator):
 
     def _convert(self, tensorlist, pipeline) -> Any:
         if tensorlist.__dlpack_device__()[0] == _KDL_CPU:
-            return tensorlist.as_tensor()  # numpy, zero-copy for a dense batch
+            return tensorlist.as_array()  # numpy, zero-copy for a dense batch
         return _gpu_batch_to_tf(tensorlist, self._tf_has_gpu)
 
     def _assemble(self, dicts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def _gpu_batch_to_tf(tensorlist, tf_has_gpu: bool) -> Any:
     TensorFlow.
     """
     if not tf_has_gpu:
-        return tensorlist.as_cpu().as_tensor()
+        return tensorlist.as_cpu().as_array()
     dense = tensorlist.as_tensor()  # a TensorGPU holding the whole (N, ...) batch
     dense.as_cupy()  # synchronizes on the batch's event
     return tf.experimental.dlpack.from_dlpack(dense.__dlpack__(stream=-1))

@@ -115,3 +115,27 @@ def test_generated_source_has_every_step_and_one_entry_point():
     assert "dl_clamp<float>" in src and "half_to_float(in1" in src
     assert "rem % e" in src  # two dimensions: the index is split over the extents
     assert "rem" not in kernel_source(steps, 1, False)  # one dimension: no divisions
+
+
+class _Batch:
+    """What the launcher reads of a SampleList: shapes and strides (elements)."""
+
+    def __init__(self, shapes, strides):
+        self.shapes = np.array(shapes, np.int64).reshape(len(shapes), -1)
+        self.strides = np.array(strides, np.int64).reshape(self.shapes.shape)
+
+    def __len__(self):
+        return len(self.shapes)
+
+
+def test_fast_path_for_equal_shapes_and_scalars():
+    from dlpipe.kernels.arithmetic import _same_shapes_or_scalars
+
+    a = _Batch([(4, 3), (1, 3)], [(3, 1), (3, 1)])
+    b = _Batch([(4, 3), (1, 3)], [(6, 2), (3, 1)])  # a strided view
+    s = _Batch([(), ()], [(), ()])
+    shapes, strides = _same_shapes_or_scalars([a, b, s])
+    assert shapes == [(4, 3), (1, 3)]
+    assert strides[0].tolist() == [[3, 1], [0, 1]]  # extent 1: stride 0
+    assert strides[1].tolist() == [[6, 2], [0, 1]] and strides[2].tolist() == [[0, 0], [0, 0]]
+    assert _same_shapes_or_scalars([a, _Batch([(3,), (3,)], [(1,), (1,)])]) is None

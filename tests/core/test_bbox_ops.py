@@ -294,3 +294,32 @@ def test_box_encoder_in_a_pipeline_and_errors():
         BoxEncoder(anchors=[0, 0, 1, 1]).run_sample(
             (gt_boxes(rng, 3), np.zeros(2, np.int32)), {}, None
         )
+
+
+# --- the host side of the GPU launches (no GPU needed) ----------------------------------------
+
+
+def test_gpu_descriptors_on_the_host():
+    from dlpipe.kernels.bbox import (
+        ENCODE_DESC,
+        FLIP_DESC,
+        box_counts,
+        encode_descriptors,
+        encoder_params,
+        flip_descriptors,
+    )
+
+    assert box_counts(np.array([[3, 4], [0, 4]]), "x").tolist() == [3, 0]
+    assert box_counts(np.array([[12], [0]]), "x").tolist() == [3, 0]  # flat (4N,) samples
+    with pytest.raises(ValueError, match="4 coordinates"):
+        box_counts(np.array([[3, 5]]), "x")
+    with pytest.raises(ValueError, match="multiple of 4"):
+        box_counts(np.array([[6]]), "x")
+    d = flip_descriptors([10, 20], [30, 40], [3, 0], [(1, 0), (0, 5)])
+    assert d.dtype == FLIP_DESC and d.itemsize == 32  # the struct in bbox.cu
+    assert d["horizontal"].tolist() == [1, 0] and d["vertical"].tolist() == [0, 1]
+    assert d["src"].tolist() == [10, 20] and d["n"].tolist() == [3, 0]
+    e = encode_descriptors([1], [2], [3], [4], [5], [7])
+    assert e.dtype == ENCODE_DESC and e.itemsize == 48 and e["scratch"][0] == 5
+    p = encoder_params([0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4], 300.0, 0.5)
+    assert p.dtype == np.float32 and p.tolist()[8:] == [300.0, 0.5] and p[4] == 1

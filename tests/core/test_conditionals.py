@@ -178,6 +178,29 @@ def test_structures_and_constants_are_merged():
         assert int(d[i]) == (XS[i][0] if p else KS[i])
 
 
+class _Box:
+    pass
+
+
+def test_items_and_attributes_set_in_branches_are_merged():
+    def graph():
+        x, p, k = sources()
+        outs = {}
+        box = _Box()
+        if p:
+            outs["y"] = x * 2
+            box.z = k + 1
+        else:
+            outs["y"] = x * 3
+            box.z = k
+        return outs["y"], box.z
+
+    ys, zs = run(graph)
+    for i in range(N):
+        np.testing.assert_array_equal(ys[i], XS[i] * (2 if PS[i] else 3))
+        assert int(zs[i]) == KS[i] + (1 if PS[i] else 0)
+
+
 def test_random_numbers_do_not_depend_on_the_branch_or_threads():
     def graph():
         x, p, k = sources()

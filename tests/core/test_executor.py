@@ -116,11 +116,12 @@ def test_equal_shape_outputs_arrive_as_one_array_ragged_ones_as_lists(image_root
         images = fn.decoders.image(jpegs)
         pipe.set_outputs(fn.resize(images, size=(20, 30)), images, labels)
     resized, decoded, labels = pipe.run()
-    dense = resized.as_tensor()
-    assert dense.shape == (6, 20, 30, 3) and resized.as_tensor() is dense
+    dense = resized.as_array()
+    assert dense.shape == (6, 20, 30, 3) and resized.as_array() is dense
+    assert np.asarray(resized.as_tensor()) is dense  # DALI's Tensor view of the same array
     assert all(np.shares_memory(resized.at(i), dense) for i in range(6))
     assert not decoded.is_dense_tensor()  # the source images differ in size
-    assert labels.as_tensor().shape == (6, 1)
+    assert labels.as_tensor().shape() == [6, 1]
     # the copies hold the right pixels: recompute sample 2 through its own pipeline
     ref = Pipeline(batch_size=6, num_threads=1, seed=1)
     with ref:

@@ -131,8 +131,7 @@ def test_cpu_inputs_of_a_batch_taking_operator_arrive_as_one_array(image_root):
     """The reader's labels (a batch-level output) and a per-sample operator's output reach a
     ``dense_inputs`` operator as ``Rows``: the samples, and ``.array``, their one batch."""
     from dlpipe import Pipeline, fn
-    from dlpipe.executor import Rows
-    from dlpipe.graph import OpNode
+    from dlpipe.graph import OpNode, Rows
 
     pipe = Pipeline(batch_size=4, num_threads=2, device_id=None, seed=3)
     with pipe:

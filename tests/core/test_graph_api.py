@@ -102,6 +102,17 @@ def test_shapes_and_get_property(make_files):
         assert bytes(lay.at(i)).decode() == "HWC"
 
 
+def test_shape_and_property_of_a_gpu_node_on_the_cpu_are_refused():
+    from dlpipe.errors import PipelineError
+    from dlpipe.graph import DataNode
+
+    node = DataNode("images_on_gpu", "gpu", None)
+    with pytest.raises(PipelineError, match="GPU -> CPU transfer inside the graph"):
+        node.shape()
+    with pytest.raises(PipelineError, match="GPU -> CPU transfer inside the graph"):
+        node.source_info()
+
+
 def test_newaxis_and_math_at_top_level():
     assert dlpipe.newaxis("F").name == "F"
     assert {"sqrt", "clamp", "atan2", "fpow"} <= set(dlpipe.math.__all__)

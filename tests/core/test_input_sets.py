@@ -41,3 +41,20 @@ def test_legacy_ops_and_several_outputs():
 def test_sets_of_different_lengths_are_refused():
     with pytest.raises(ArgumentError, match="input sets must be non-empty lists of one length"):
         _pipe(lambda a, b: fn.crop([a, b], [a], crop=(4, 4)))
+
+
+def test_plain_values_as_inputs_become_constants():
+    """``fn.slice(fn.shapes(x), 1, 1, axes=(0,))`` (NeMo): numbers and numpy arrays given as
+    positional inputs are constant nodes, as in DALI."""
+
+    def build(a, b):
+        return (
+            fn.slice(a, 1, 2, axes=[0]),
+            fn.slice(fn.shapes(a), 1, 1, axes=(0,)),
+            fn.slice(b, np.array([0.5], np.float32), np.array([0.5], np.float32), axes=[1]),
+        )
+
+    rows, width, right = _pipe(build).run()
+    np.testing.assert_array_equal(np.asarray(rows.at(0)), IMAGES[0][1:3])
+    assert np.asarray(width.at(1)).tolist() == [30]
+    assert np.asarray(right.at(2)).shape == (22, 15, 3)

@@ -1,7 +1,6 @@
 """fn.jpeg_compression_distortion: the CPU round trip against Pillow's JPEG codec (libjpeg with
 the same settings: bit-identical), quality clamping and per-sample quality, libjpeg's table
-scaling, and a numpy model of the GPU kernel's algorithm against the CPU (the stated
-tolerance)."""
+scaling. The GPU kernel's model: test_jpeg_distortion_host.py."""
 
 from __future__ import annotations
 
@@ -90,59 +89,3 @@ def test_errors():
         run(np.zeros((4, 4, 3), np.float32))
     with pytest.raises(ArgumentError, match="layout 'CHW'"):
         JpegCompressionDistortion().output_layouts(["CHW"])
-
-
-# --- the GPU kernel's algorithm, modelled in numpy (jpeg_distortion.cu), against the CPU ------
-
-_C = np.where(np.arange(8) == 0, np.sqrt(0.5), 1.0)
-_COS = (_C[:, None] / 2) * np.cos(
-    (2 * np.arange(8)[None, :] + 1) * np.arange(8)[:, None] * np.pi / 16
-)
-
-
-def _blocks(plane, qt):
-    h, w = plane.shape
-    b = plane.reshape(h // 8, 8, w // 8, 8).transpose(0, 2, 1, 3) - 128.0
-    coef = np.einsum("ux,vy,abyx->abvu", _COS, _COS, b)
-    qt = qt.reshape(8, 8)
-    rec = np.einsum("ux,vy,abvu->abyx", _COS, _COS, np.round(coef / qt) * qt) + 128
-    return np.clip(np.round(rec), 0, 255).transpose(0, 2, 1, 3).reshape(h, w)
-
-
-def gpu_model(img, q):
-    h, w, _ = img.shape
-    yy = np.minimum(np.arange(-(-h // 16) * 16), h - 1)
-    xx = np.minimum(np.arange(-(-w // 16) * 16), w - 1)
-    r, g, b = (img[yy][:, xx, i].astype(np.float64) for i in range(3))
-    y = np.round(0.299 * r + 0.587 * g + 0.114 * b)
-    cb = np.round(-0.168736 * r - 0.331264 * g + 0.5 * b + 128)
-    cr = np.round(0.5 * r - 0.418688 * g - 0.081312 * b + 128)
-
-    def down(c):
-        return np.floor((c[0::2, 0::2] + c[0::2, 1::2] + c[1::2, 0::2] + c[1::2, 1::2] + 2) / 4)
-
-    ch, cw = -(-h // 2), -(-w // 2)
-    yd = _blocks(y, quant_table(LUMA_TABLE, q))[:h, :w]
-    planes = [_blocks(down(c), quant_table(CHROMA_TABLE, q))[:ch, :cw] for c in (cb, cr)]
-
-    def up(c):
-        ny, nx = np.arange(h) // 2, np.arange(w) // 2
-        fy = np.clip(ny + np.where(np.arange(h) % 2, 1, -1), 0, ch - 1)
-        fx = np.clip(nx + np.where(np.arange(w) % 2, 1, -1), 0, cw - 1)
-        c = c.astype(np.int64)
-        return (9 * c[ny][:, nx] + 3 * c[ny][:, fx] + 3 * c[fy][:, nx] + c[fy][:, fx] + 8) >> 4
-
-    ucb, ucr = up(planes[0]) - 128, up(planes[1]) - 128
-    rgb = [yd + 1.402 * ucr, yd - 0.344136 * ucb - 0.714136 * ucr, yd + 1.772 * ucb]
-    return np.clip(np.round(np.stack(rgb, -1)), 0, 255).astype(np.uint8)
-
-
-@pytest.mark.parametrize("quality", [10, 50, 90])
-def test_gpu_algorithm_tolerance(quality):
-    """The documented tolerance of the GPU implementation: mean |GPU - CPU| <= 2 levels."""
-    for x in (
-        smooth(seed=3),
-        np.random.default_rng(4).integers(0, 256, (37, 53, 3)).astype(np.uint8),
-    ):
-        d = np.abs(gpu_model(x, quality).astype(int) - run(x, quality=quality))
-        assert d.mean() <= 2.0, d.mean()

@@ -16,8 +16,9 @@ def test_list_of_samples():
     np.testing.assert_array_equal(tl.at(2), samples[2])
     assert tl[-1].source_info() == "d" and tl[1].shape() == [2, 3]
     assert tl.is_dense_tensor()
-    dense = tl.as_tensor()
-    assert dense.shape == (4, 2, 3) and dense[3, 0, 0] == 3
+    dense = tl.as_tensor()  # DALI's TensorCPU: shape() a list, dtype a DALIDataType
+    assert dense.shape() == [4, 2, 3] and dense.dtype == types.FLOAT and dense.layout() == "NHW"
+    assert np.asarray(dense)[3, 0, 0] == 3
     assert tl.as_cpu() is tl
     with pytest.raises(IndexError):
         tl[4]

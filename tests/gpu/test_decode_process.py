@@ -97,8 +97,9 @@ def test_held_batches_are_not_overwritten(root, monkeypatch):
         for x, y in zip(_host(batch), expect, strict=True):
             assert x.shape == y.shape
             assert np.abs(x.astype(int) - y).mean() < 2  # hardware vs hybrid rounding only
-    # each held batch took a slot of its own
-    assert sum(len(p._slots) for p in _procs(pipe)._procs) >= len(held)
+    # each held batch took a slot of its own (its samples' owner is the slot's lease)
+    slots = {id(o.slot) for b in held for o in b._samples.owners if o is not None}
+    assert len(slots) == len(held)
     pipe.close()
     ref.close()
 
@@ -121,10 +122,10 @@ def test_a_slot_grows_for_images_bigger_than_estimated(tmp_path):
             assert np.abs(x.reshape(-1, 3).mean(0) - np.array(c[::-1])).max() < 2
     # the last batch lies in one slot that holds all four images (the process may keep
     # smaller free slots of an earlier pipeline: it came from the pool)
-    proc = _procs(pipe)._procs[0]
-    ptr = int(batch._samples.ptrs[0])
-    (slot,) = [m for m in proc._slots.values() if m.ptr <= ptr < m.ptr + m.size]
-    assert slot.size >= 4 * 1200 * 1000 * 3
+    memory = batch._samples.owners[0].slot.memory
+    assert all(o.slot.memory is memory for o in batch._samples.owners)
+    assert memory.ptr <= int(batch._samples.ptrs[0]) < memory.ptr + memory.size
+    assert memory.size >= 4 * 1200 * 1000 * 3
     pipe.close()
 
 
@@ -147,8 +148,8 @@ def test_a_killed_server_is_an_error_not_a_hang(root):
     pipe = _decode_pipe(root, max_streams=1, hybrid_huffman_threshold=123458)
     pipe.run()
     (proc,) = _procs(pipe)._procs
-    os.kill(proc._proc.pid, signal.SIGKILL)
-    proc._proc.wait()
+    os.kill(proc._helper.pid, signal.SIGKILL)
+    proc._helper._proc.wait()
     with pytest.raises(PipelineError, match="decode process exited unexpectedly"):
         for _ in range(4):  # batches already decoded may come first
             pipe.run()
@@ -160,17 +161,17 @@ def test_closed_pipelines_hand_their_processes_to_the_next(root):
 
     pipe = _decode_pipe(root)
     pipe.run()
-    pids = {p._proc.pid for p in _procs(pipe)._procs}
+    pids = {p._helper.pid for p in _procs(pipe)._procs}
     assert len(pids) == len(_procs(pipe)._procs) >= 1
     pipe.close()
     idle = _decode_process._IDLE[0]
-    idle_pids = {p._proc.pid for p in idle}
+    idle_pids = {p._helper.pid for p in idle}
     assert pids <= idle_pids  # given back, their free slots freed
-    assert all(not p._free for p in idle)  # slots of batches still held come back later
+    assert all(not p.idle_slots() for p in idle)  # slots of batches still held come later
     again = _decode_pipe(root, crop=True, output_type=types.GRAY)  # another configuration
     out = _host(again.run()[0])
     assert all(x.shape[2] == 1 for x in out)
-    used = {p._proc.pid for p in _procs(again)._procs}
+    used = {p._helper.pid for p in _procs(again)._procs}
     assert used <= idle_pids and not used.isdisjoint(pids)  # none started for it
     again.close()
     assert len(_decode_process._IDLE[0]) <= _decode_process.IDLE_PROCESSES
@@ -185,4 +186,19 @@ def test_three_decode_lanes_by_default_with_processes_two_without(root, monkeypa
     pipe = _decode_pipe(root)
     pipe.build()
     assert pipe._executor.gpu_stage.lanes == 2
+    pipe.close()
+
+
+def test_a_decode_process_loads_neither_opencv_nor_pillow(root):
+    # started as every helper is (_ipc/boot.py): the libraries mapped in it are CUDA's,
+    # nvImageCodec's and numpy's, not OpenCV's or Pillow's
+    pipe = _decode_pipe(root, max_streams=2)
+    pipe.run()
+    procs = _procs(pipe)._procs
+    assert procs
+    for proc in procs:
+        with open(f"/proc/{proc._helper.pid}/maps") as f:
+            maps = f.read()
+        assert "nvimgcodec" in maps
+        assert "cv2" not in maps and "/PIL/" not in maps and "opencv" not in maps
     pipe.close()

@@ -152,11 +152,32 @@ def test_skip_replaces_corrupt_samples_with_their_neighbours(
     pipe.close()
 
 
-def test_skip_with_every_sample_of_a_batch_bad_is_an_error(tmp_path):
+def test_skip_with_every_sample_of_a_batch_bad_takes_the_next_batch(tmp_path):
+    # the mixed decoder drops both samples of iteration 0: the executor hands out iteration
+    # 1 (files 2, 3) in its place, then iteration 2 (the next epoch: 0 and 1 bad again, so
+    # dropped too) is replaced by iteration 3 (files 2, 3)
     root = str(tmp_path)
     files = _colour_files(root, {0: "garbage", 1: "truncated"}, n=4)
     pipe = _skip_pipe(root, files, 2, random_crop=False)
-    with pytest.raises(DecodeError, match="every sample of iteration 0 was skipped"):
+    for _ in range(2):
+        _, labels = pipe.run()
+        assert labels.as_array().ravel().tolist() == [102, 103]
+    skipped = pipe.skipped()
+    assert [(s["file"], s["iteration"]) for s in skipped] == [
+        ("0.jpg", 0),
+        ("1.jpg", 0),
+        ("0.jpg", 2),
+        ("1.jpg", 2),
+    ]
+    assert skipped.total == 4
+    pipe.close()
+
+
+def test_skip_with_every_sample_bad_is_an_error_after_an_epoch(tmp_path):
+    root = str(tmp_path)
+    files = _colour_files(root, {0: "garbage", 1: "truncated"}, n=2)
+    pipe = _skip_pipe(root, files, 2, random_crop=False)
+    with pytest.raises(DecodeError, match=r"every sample skipped .*'0\.jpg', '1\.jpg'"):
         pipe.run()
     pipe.close()
 
@@ -333,4 +354,56 @@ def test_decoders_share_the_pipeline_threads(big_root, max_streams, threads):
     pipe.run()
     (dec,) = [n.op for n in pipe._ops if n.op.schema == "decoders.image"]
     assert dec.gpu_impl()._threads == threads
+    pipe.close()
+
+
+@pytest.mark.parametrize("decode_process", ["1", "0"])
+def test_mixed_max_pixels_refuses_a_bomb_from_its_header(tmp_path, monkeypatch, decode_process):
+    # a JPEG claiming 60000 x 60000: refused before nvImageCodec sees it, named; under
+    # on_error="skip" replaced like any bad sample
+    monkeypatch.setenv("DLPIPE_DECODE_PROCESS", decode_process)
+    root = str(tmp_path)
+    files = _colour_files(root, {}, n=4)
+    bomb = bytearray(open(os.path.join(root, "1.jpg"), "rb").read())
+    sof = bomb.index(b"\xff\xc0")
+    bomb[sof + 5 : sof + 9] = (60000).to_bytes(2, "big") * 2
+    with open(os.path.join(root, "1.jpg"), "wb") as f:
+        f.write(bomb)
+    pipe = _skip_pipe(root, files, 4, random_crop=False)
+    _, labels = pipe.run()
+    assert labels.as_array().ravel().tolist() == [100, 100, 102, 103]
+    (rec,) = pipe.skipped()
+    assert rec["file"] == "1.jpg" and "claims 60000x60000" in rec["error"]
+    pipe.close()
+    pipe = Pipeline(batch_size=4, num_threads=1, device_id=0)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=root, files=files)
+        pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"))
+    with pytest.raises(DecodeError, match=r"claims 60000x60000 .*1\.jpg"):
+        pipe.run()
+    pipe.close()
+
+
+def test_mixed_cmyk_matches_cpu(tmp_path):
+    # nvImageCodec may decode CMYK on the GPU or hand it to the CPU fallback: either way the
+    # values are DALI's conversion, as the CPU decoder gives them (within JPEG's IDCT noise)
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        out = io.BytesIO()
+        cmyk = (rng.random((32, 48, 4)) * 255).astype(np.uint8)
+        Image.fromarray(cmyk, "CMYK").save(out, "JPEG", quality=95)
+        (tmp_path / f"{i}.jpg").write_bytes(out.getvalue())
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=0)
+    with pipe:
+        jpegs, _ = fn.readers.file(files=[str(tmp_path / f"{i}.jpg") for i in range(2)])
+        pipe.set_outputs(fn.decoders.image(jpegs, device="mixed"), fn.decoders.image(jpegs))
+    g, c = pipe.run()
+    host = g.as_cpu()
+    for i in range(2):
+        assert host.at(i).shape == c.at(i).shape == (32, 48, 3)
+        assert np.abs(host.at(i).astype(int) - c.at(i)).mean() < 1.5
     pipe.close()

@@ -52,15 +52,13 @@ import threading
 from inspect import Parameter, Signature
 from typing import Any
 
-import numpy as np
-import torch
 import torch.multiprocessing as mp
 from torch.utils import data as torchdata
 from torch.utils.data._utils.collate import default_collate_fn_map
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter, _SingleProcessDataLoaderIter
 
 from dlpipe.pipeline import Pipeline
-from dlpipe.tensors import TensorListCPU
+from dlpipe.plugins.pytorch import to_torch
 
 __all__ = [
     "DALIOutputBatchRef",
@@ -234,17 +232,6 @@ def _external_source_names(pipe: Pipeline) -> list[str]:
     if not pipe._ops and pipe._has_define_graph():
         pipe.build()
     return [node.name for node in pipe._ops if node.op.schema == "external_source"]
-
-
-def _to_torch(tensorlist) -> torch.Tensor:
-    """A pipeline output as one torch tensor, without a copy where torch allows it."""
-    if isinstance(tensorlist, TensorListCPU):
-        array = tensorlist.as_tensor()
-        if not array.flags.writeable or any(s < 0 for s in array.strides):
-            array = np.array(array)
-        return torch.from_numpy(array)
-    # The consumer's current stream waits for the pipeline's work (DLPack's stream argument).
-    return torch.from_dlpack(tensorlist.as_tensor())
 
 
 class DALIServer:
@@ -429,7 +416,7 @@ class DALIServer:
             batch_id = fed.pop(0)
             outputs, err = None, None
             try:
-                outputs = tuple(_to_torch(out) for out in self._pipe.outputs())
+                outputs = tuple(to_torch(out) for out in self._pipe.outputs())
             except Exception as exc:
                 err = exc
             self._dali_output_q.put((batch_id, outputs, err))

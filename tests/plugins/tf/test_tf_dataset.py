@@ -146,7 +146,7 @@ class FakeGpuBatch:
         return (2, 0)
 
     def as_cpu(self):  # a TensorListCPU
-        return SimpleNamespace(as_tensor=lambda: self.array)
+        return SimpleNamespace(as_tensor=lambda: self.array, as_array=lambda: self.array)
 
     def as_tensor(self):  # a TensorGPU of the whole batch
         return self

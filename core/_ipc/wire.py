@@ -1,0 +1,47 @@
+"""How messages travel between the pipeline's process and a helper: frames on a pipe.
+
+A frame is an 8-byte little-endian length, a flags byte and that many bytes of a pickle
+(protocol 5). The only flag, ``REPLY``, says that the sender waits for an answer (a request)
+rather than not (a notification). Plain ``os.read``/``os.write`` on the pipe's descriptors:
+no Python file buffering between the two sides, so a process that forked knows exactly what
+it holds (the descriptors), and a reply is never stuck in a buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+
+_HEADER = struct.Struct("<QB")
+REPLY = 1  # the sender waits for a reply
+
+
+def frame(message: object, flags: int = 0) -> bytes:
+    """``message`` as one frame."""
+    body = pickle.dumps(message, protocol=5)
+    return _HEADER.pack(len(body), flags) + body
+
+
+def write(fd: int, data: bytes) -> None:
+    """All of ``data`` to the pipe ``fd`` (a pipe may take a large frame in several writes)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        part = os.read(fd, n - got)
+        if not part:
+            raise EOFError("the other process closed the pipe")
+        parts.append(part)
+        got += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read(fd: int) -> tuple[object, int]:
+    """The next frame on ``fd``: (message, flags). Raises EOFError at the end of the pipe."""
+    size, flags = _HEADER.unpack(_read_exactly(fd, _HEADER.size))
+    return pickle.loads(_read_exactly(fd, size)), flags
