@@ -581,3 +581,64 @@ def test_errors():
         Policy("p", 3, [[(lambda x, y: x, 0.5, None)]])
     with pytest.warns(Warning, match="will be ignored"):
         Policy("p", 3, [[(a.invert, 0.5, 1)]])
+
+
+def test_parameters_reach_the_op_as_computed():
+    """The op gets exactly ``mag_to_param(magnitudes[bin] * (-1) ** sign)``, per sample, with
+    the parameter's dtype; explicit magnitude arrays; no range: None."""
+
+    @augmentation(mag_range=np.array([1, 1, 2, 3, 5, 8]))
+    def explicit(data, param):
+        return param
+
+    @augmentation(
+        mag_range=(201, 211),
+        randomly_negate=True,
+        mag_to_param=lambda m: np.array([m, m + 2, 42], dtype=np.int16),
+    )
+    def vector(data, param):
+        return param
+
+    @augmentation
+    def no_range(data, param):
+        assert param is None
+        return data
+
+    data = types.Constant(42)
+    assert no_range(data, magnitude_bin=3) is data  # works outside a pipeline too
+    pipe = Pipeline(batch_size=6, num_threads=1, device_id=None)
+    with pipe:
+        bins = fn.external_source(source=lambda: [np.int32(i) for i in range(6)])
+        signs = fn.external_source(source=lambda: [np.int32(i % 2) for i in range(6)])
+        pipe.set_outputs(
+            explicit(data, magnitude_bin=bins),
+            explicit(data, magnitude_bin=4),
+            vector(data, magnitude_bin=signed_bin(bins, signs), num_magnitude_bins=11),
+        )
+    per_sample, const, vec = pipe.run()
+    np.testing.assert_array_equal(
+        [np.asarray(per_sample.at(i)) for i in range(6)], [1, 1, 2, 3, 5, 8]
+    )
+    np.testing.assert_array_equal([np.asarray(const.at(i)) for i in range(6)], [5] * 6)
+    for i in range(6):
+        m = (201 + i) * (-1) ** (i % 2)
+        got = np.asarray(vec.at(i))
+        assert got.dtype == np.int16
+        np.testing.assert_array_equal(got, [m, m + 2, 42])
+
+
+def test_augmentation_reset_to_defaults():
+    @augmentation(
+        mag_range=(0, 10), randomly_negate=True, mag_to_param=abs, param_device="gpu", name="x"
+    )
+    def dummy(data, _):
+        return data
+
+    reset = dummy.augmentation(
+        mag_range=None, randomly_negate=None, mag_to_param=None, param_device=None, name=None
+    )
+    assert reset.mag_range is None and reset.randomly_negate is False
+    assert reset.param_device == "cpu" and reset.name == "dummy"
+    assert reset.mag_to_param(3.0) == np.array(3.0)
+    kept = dummy.augmentation(name="y")
+    assert (kept.mag_range, kept.randomly_negate, kept.param_device) == ((0, 10), True, "gpu")
