@@ -115,11 +115,11 @@ def images(n=4, shape=(12, 15, 3), seed=0):
     return [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(n)]
 
 
-def run_aug(aug, imgs, bins=None, signs=None, num_bins=BINS, **kwargs):
+def run_aug(aug, imgs, bins=None, signs=None, num_bins=BINS, layout="HWC", **kwargs):
     """The augmentation on ``imgs`` with bin ``bins[i]`` and sign ``signs[i]`` for sample i."""
     pipe = Pipeline(batch_size=len(imgs), num_threads=2, device_id=None, seed=1)
     with pipe:
-        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        x = fn.external_source(source=lambda: imgs, layout=layout)
         mag = None
         if bins is not None:
             mag = fn.external_source(source=lambda: [np.int32(b) for b in bins])
@@ -236,6 +236,21 @@ def test_parameterless_augmentations():
     for got, img in zip(run_aug(a.auto_contrast, low), low, strict=True):
         assert_close(got, ref_auto_contrast(img))
     np.testing.assert_array_equal(run_aug(a.identity, imgs)[3], imgs[3])
+
+
+@pytest.mark.parametrize(
+    "aug", [a.shear_y, a.rotate, a.contrast, a.color, a.sharpness, a.equalize, a.auto_contrast]
+)
+def test_videos_are_augmented_frame_by_frame(aug):
+    """FHWC videos: every frame gets the sample's parameter, and per-image statistics (the
+    contrast centre, histograms, ranges) are the frame's."""
+    rng = np.random.default_rng(9)
+    videos = [rng.integers(30, 200, (3, 9, 11, 3), dtype=np.uint8) for _ in range(2)]
+    bins, signs = [3, 8], [1, 0]
+    got = run_aug(aug, videos, bins, signs, layout="FHWC")
+    for i, video in enumerate(videos):
+        frames = run_aug(aug, list(video), [bins[i]] * 3, [signs[i]] * 3)
+        np.testing.assert_array_equal(got[i], np.stack(frames))
 
 
 def test_int_bin_random_sign_warns_and_is_one_of_two():
