@@ -115,11 +115,11 @@ def images(n=4, shape=(12, 15, 3), seed=0):
     return [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(n)]
 
 
-def run_aug(aug, imgs, bins=None, signs=None, num_bins=BINS, **kwargs):
+def run_aug(aug, imgs, bins=None, signs=None, num_bins=BINS, layout="HWC", **kwargs):
     """The augmentation on ``imgs`` with bin ``bins[i]`` and sign ``signs[i]`` for sample i."""
     pipe = Pipeline(batch_size=len(imgs), num_threads=2, device_id=None, seed=1)
     with pipe:
-        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        x = fn.external_source(source=lambda: imgs, layout=layout)
         mag = None
         if bins is not None:
             mag = fn.external_source(source=lambda: [np.int32(b) for b in bins])
@@ -236,6 +236,21 @@ def test_parameterless_augmentations():
     for got, img in zip(run_aug(a.auto_contrast, low), low, strict=True):
         assert_close(got, ref_auto_contrast(img))
     np.testing.assert_array_equal(run_aug(a.identity, imgs)[3], imgs[3])
+
+
+@pytest.mark.parametrize(
+    "aug", [a.shear_y, a.rotate, a.contrast, a.color, a.sharpness, a.equalize, a.auto_contrast]
+)
+def test_videos_are_augmented_frame_by_frame(aug):
+    """FHWC videos: every frame gets the sample's parameter, and per-image statistics (the
+    contrast centre, histograms, ranges) are the frame's."""
+    rng = np.random.default_rng(9)
+    videos = [rng.integers(30, 200, (3, 9, 11, 3), dtype=np.uint8) for _ in range(2)]
+    bins, signs = [3, 8], [1, 0]
+    got = run_aug(aug, videos, bins, signs, layout="FHWC")
+    for i, video in enumerate(videos):
+        frames = run_aug(aug, list(video), [bins[i]] * 3, [signs[i]] * 3)
+        np.testing.assert_array_equal(got[i], np.stack(frames))
 
 
 def test_int_bin_random_sign_warns_and_is_one_of_two():
@@ -362,13 +377,14 @@ def test_rand_augment_applies_n_ops_and_n0_warns():
         x = fn.external_source(source=lambda: imgs, layout="HWC")
         return rand_augment.apply_rand_augment([a.invert, a.identity], x, n=n, m=0)
 
-    (out,) = pipe(3, batch_size=12, num_threads=1, device_id=None, seed=4).run()
-    kinds = set()
-    for i, img in enumerate(imgs):
-        got = np.asarray(out.at(i))
-        assert np.array_equal(got, img) or np.array_equal(got, 255 - img)
-        kinds.add(np.array_equal(got, img))
-    assert kinds == {True, False}
+    for n in (1, 3):  # one op: scalar draws; several: one draw per level
+        (out,) = pipe(n, batch_size=12, num_threads=1, device_id=None, seed=4).run()
+        kinds = set()
+        for i, img in enumerate(imgs):
+            got = np.asarray(out.at(i))
+            assert np.array_equal(got, img) or np.array_equal(got, 255 - img)
+            kinds.add(np.array_equal(got, img))
+        assert kinds == {True, False}
     with pytest.warns(Warning, match="n=0"):
         p = pipe(0, batch_size=12, num_threads=1, device_id=None)
     np.testing.assert_array_equal(p.run()[0].at(0), imgs[0])
@@ -580,3 +596,64 @@ def test_errors():
         Policy("p", 3, [[(lambda x, y: x, 0.5, None)]])
     with pytest.warns(Warning, match="will be ignored"):
         Policy("p", 3, [[(a.invert, 0.5, 1)]])
+
+
+def test_parameters_reach_the_op_as_computed():
+    """The op gets exactly ``mag_to_param(magnitudes[bin] * (-1) ** sign)``, per sample, with
+    the parameter's dtype; explicit magnitude arrays; no range: None."""
+
+    @augmentation(mag_range=np.array([1, 1, 2, 3, 5, 8]))
+    def explicit(data, param):
+        return param
+
+    @augmentation(
+        mag_range=(201, 211),
+        randomly_negate=True,
+        mag_to_param=lambda m: np.array([m, m + 2, 42], dtype=np.int16),
+    )
+    def vector(data, param):
+        return param
+
+    @augmentation
+    def no_range(data, param):
+        assert param is None
+        return data
+
+    data = types.Constant(42)
+    assert no_range(data, magnitude_bin=3) is data  # works outside a pipeline too
+    pipe = Pipeline(batch_size=6, num_threads=1, device_id=None)
+    with pipe:
+        bins = fn.external_source(source=lambda: [np.int32(i) for i in range(6)])
+        signs = fn.external_source(source=lambda: [np.int32(i % 2) for i in range(6)])
+        pipe.set_outputs(
+            explicit(data, magnitude_bin=bins),
+            explicit(data, magnitude_bin=4),
+            vector(data, magnitude_bin=signed_bin(bins, signs), num_magnitude_bins=11),
+        )
+    per_sample, const, vec = pipe.run()
+    np.testing.assert_array_equal(
+        [np.asarray(per_sample.at(i)) for i in range(6)], [1, 1, 2, 3, 5, 8]
+    )
+    np.testing.assert_array_equal([np.asarray(const.at(i)) for i in range(6)], [5] * 6)
+    for i in range(6):
+        m = (201 + i) * (-1) ** (i % 2)
+        got = np.asarray(vec.at(i))
+        assert got.dtype == np.int16
+        np.testing.assert_array_equal(got, [m, m + 2, 42])
+
+
+def test_augmentation_reset_to_defaults():
+    @augmentation(
+        mag_range=(0, 10), randomly_negate=True, mag_to_param=abs, param_device="gpu", name="x"
+    )
+    def dummy(data, _):
+        return data
+
+    reset = dummy.augmentation(
+        mag_range=None, randomly_negate=None, mag_to_param=None, param_device=None, name=None
+    )
+    assert reset.mag_range is None and reset.randomly_negate is False
+    assert reset.param_device == "cpu" and reset.name == "dummy"
+    assert reset.mag_to_param(3.0) == np.array(3.0)
+    kept = dummy.augmentation(name="y")
+    assert (kept.mag_range, kept.randomly_negate, kept.param_device) == ((0, 10), True, "gpu")

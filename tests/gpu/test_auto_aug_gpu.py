@@ -201,3 +201,24 @@ def test_automatic_augmentations_gpu_match_cpu(kind):
     for _ in range(2):
         g, c = pipe.run()
         _close(g, c, 2)  # up to two steps, each within one of the CPU
+
+
+@pytest.mark.parametrize("aug", _AUGS, ids=lambda x: x.name)
+def test_augmentation_on_videos_gpu_matches_cpu(aug):
+    rng = np.random.default_rng(6)
+    videos = [
+        rng.integers(0, 256, (3, int(rng.integers(9, 20)), 14, 3)).astype(np.uint8)
+        for _ in range(3)
+    ]
+    bins = [np.int32(b) for b in (1, 6, 10)]
+    signs = [np.int32(s) for s in (1, 0, 1)]
+    pipe = Pipeline(batch_size=3, num_threads=2, device_id=0, seed=1)
+    with pipe:
+        x = fn.external_source(source=lambda: videos, layout="FHWC")
+        b = fn.external_source(source=lambda: bins)
+        mag = signed_bin(b, random_sign=fn.external_source(source=lambda: signs))
+        kw = dict(magnitude_bin=mag, num_magnitude_bins=11)
+        pipe.set_outputs(aug(x.gpu(), **kw), aug(x, **kw))
+    g, c = pipe.run()
+    assert g.layout() == "FHWC"
+    _close(g, c, 1)

@@ -75,7 +75,8 @@ class DALIPipelineRunRef:
     """One pipeline iteration asked for by a worker.
 
     Attributes:
-        batch_id: (worker id, that worker's batch index): unique per server.
+        batch_id: (loader generation, worker id, that worker's batch index): unique per
+            server, across epochs too (each epoch's workers count their batches from 0).
         call_args: external source name -> list of per-sample inputs (emptied once the batch
             is sent to the server).
         is_scheduled: the inputs went to the server.
@@ -168,6 +169,7 @@ class _DALIProxy:
         self._dali_input_q = dali_input_q
         self._deterministic = deterministic
         self._worker_data: _WorkerData | None = None
+        self._generation = 0  # bumped by the DataLoader before each epoch's workers start
 
     def __call__(self, *args, **kwargs):
         try:
@@ -192,7 +194,9 @@ class _DALIProxy:
             self._worker_data = _WorkerData(self._worker_id())
         wd = self._worker_data
         if wd.pipe_run_ref is None or wd.pipe_run_ref.is_complete:
-            wd.pipe_run_ref = DALIPipelineRunRef((wd.worker_id, wd.next_worker_batch_idx))
+            wd.pipe_run_ref = DALIPipelineRunRef(
+                (self._generation, wd.worker_id, wd.next_worker_batch_idx)
+            )
             wd.next_worker_batch_idx += 1
             wd.batch_sample_idx = 0
         for name, value in inputs.items():
@@ -276,6 +280,10 @@ class DALIServer:
         self._cache_outputs: dict = {}
         self._deterministic = deterministic
         self._proxy: _DALIProxy | None = None
+        self._generation = 0
+        # Batches fed to the pipeline whose outputs are not taken yet, oldest first; kept
+        # across stop/start so a restarted thread still pairs outputs with their batches.
+        self._fed: list = []
 
     def __del__(self):
         self.stop_thread()
@@ -301,11 +309,22 @@ class DALIServer:
             return self._cache_outputs.pop(req)
         while True:
             batch_id, outputs, err = self._dali_output_q.get()
+            if batch_id[0] < self._generation:
+                continue  # a batch of an epoch left early: nobody will ask for it
             if err is not None:
                 raise err
             if batch_id == req:
                 return outputs
             self._cache_outputs[batch_id] = outputs
+
+    def _new_generation(self) -> None:
+        """A loader starts an epoch with new workers: their batch ids start a new generation,
+        and outputs of earlier ones (an epoch left early) are dropped."""
+        self._generation += 1
+        self.proxy._generation = self._generation
+        self._cache_outputs = {
+            k: v for k, v in self._cache_outputs.items() if k[0] >= self._generation
+        }
 
     def produce_data(self, obj):
         """Replace every :class:`DALIOutputBatchRef` in ``obj`` (nested in lists, tuples,
@@ -397,7 +416,7 @@ class DALIServer:
     def _thread_fn(self) -> None:
         """Feed the batches that arrive (up to the prefetch depth in flight), run each once,
         and hand the oldest one's outputs (or its error) to the main thread."""
-        fed: list = []
+        fed = self._fed
         depth = self._depth()
         stop = self._thread_stop_event
         while not stop.is_set():
@@ -510,6 +529,8 @@ class DataLoader(torchdata.DataLoader):
         self.server_started_by_loader = False
 
     def _get_iterator(self):
+        # before the workers start: they take the proxy (and its generation) with them
+        self.dali_server._new_generation()
         if self.num_workers > 0:
             return _MultiProcessIter(self)
         return _SingleProcessIter(self)

@@ -238,3 +238,20 @@ def test_server_needs_a_pipeline_with_inputs():
         pipe.set_outputs(fn.random.uniform(range=[0, 1]))
     with pytest.raises(RuntimeError, match="doesn't have any inputs"):
         dali_proxy.DALIServer(pipe)
+
+
+def test_an_epoch_left_early_does_not_leak_into_the_next():
+    """Workers count their batches from 0 each epoch: the outputs still in flight when a loop
+    breaks must not be taken for the next epoch's batches of the same number."""
+    server = dali_proxy.DALIServer(
+        twice(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=4)
+    )
+    loader = dali_proxy.DataLoader(
+        server, NumbersDataset(server.proxy, n=12), batch_size=2, num_workers=2, shuffle=True
+    )
+    with server:  # the server keeps running between the epochs
+        for epoch in range(3):
+            for step, (idx, out) in enumerate(loader):
+                np.testing.assert_array_equal(out.numpy(), np.stack([idx.numpy()] * 2, 1))
+                if epoch < 2 and step == 1:
+                    break  # leave batches in flight
