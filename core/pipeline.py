@@ -730,6 +730,11 @@ class Pipeline:
             node.op.close()
 
     def __del__(self):
+        # In a forked child (a DataLoader worker) the pipeline's threads, helper processes and
+        # native objects are the parent's: closing them there could wait forever on threads
+        # the fork did not copy.
+        if getattr(self, "_pid", os.getpid()) != os.getpid():
+            return
         try:
             self.close()
         except Exception:

@@ -286,12 +286,27 @@ class CpuSequenceDecoder:
         self.image_type = image_type
         self.cache_size = cache_size
         self._local = threading.local()
+        self._caches: list[OrderedDict] = []  # every thread's, so close() reaches them all
+        self._lock = threading.Lock()
 
     def _cache(self) -> OrderedDict:
         cache = getattr(self._local, "cache", None)
         if cache is None:
             cache = self._local.cache = OrderedDict()
+            with self._lock:
+                self._caches.append(cache)
         return cache
+
+    def close(self) -> None:
+        """Close every thread's open containers now. Left to the garbage collector, FFmpeg's
+        objects may be freed in a process forked later (a DataLoader worker), where freeing
+        them waits forever on threads that the fork did not copy."""
+        with self._lock:
+            caches, self._caches = self._caches, []
+        for cache in caches:
+            while cache:
+                cache.popitem()[1].close()
+        self._local = threading.local()
 
     def _open(self, info: VideoInfo) -> _Open:
         cache = self._cache()

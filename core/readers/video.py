@@ -266,6 +266,10 @@ class VideoReader(ShardedReader, Operator):
 
     # --- the reader ---------------------------------------------------------------------------
 
+    def close(self) -> None:
+        if self._cpu is not None:
+            self._cpu.close()
+
     def source_info(self, param: int) -> str:
         return self.files[int(self.seq_file[param])]
 

@@ -8,6 +8,7 @@ lossy compression.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -32,6 +33,15 @@ from dlpipe.readers._video_synth import frame_index_of, index_level, write_video
 
 COLORS = [(200, 50, 100), (20, 220, 40), (60, 60, 240)]
 LENGTHS = [40, 33, 30]
+
+
+@pytest.fixture(autouse=True)
+def _free_pyav_objects():
+    """Free each test's pipelines (and their PyAV containers) before the next test: freed later
+    by the garbage collector in a forked child (another module's DataLoader workers), FFmpeg
+    would wait there on threads the fork did not copy."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ for the frame/sequence geometry the GPU resize uses."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,15 @@ from dlpipe import ArgumentError, Pipeline, fn, ops, types  # noqa: E402
 from dlpipe.readers._video_synth import write_video  # noqa: E402
 
 H, W = 48, 64
+
+
+@pytest.fixture(autouse=True)
+def _free_pyav_objects():
+    """Free each test's pipelines (and their PyAV containers) before the next test: freed later
+    by the garbage collector in a forked child (another module's DataLoader workers), FFmpeg
+    would wait there on threads the fork did not copy."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="module")
