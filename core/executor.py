@@ -239,7 +239,7 @@ class Executor:
         lookahead: iterations the CPU stage runs ahead of the prefetch depth when the GPU
             stage has lanes, so that a lane never waits for the CPU stage. They wait as the
             CPU stage's output (encoded bytes, on the host): at most ``lanes`` +
-            ``DECODED_SPARE`` iterations are decoded ahead of the GPU stage, and at most
+            ``decoded_spare`` iterations are decoded ahead of the GPU stage, and at most
             ``depth`` finished batches wait for the consumer (``_to_lane``, ``_gpu_finish``).
         skipped_history: records of skipped samples kept (``SkipLog``); counts cover all.
 
@@ -267,6 +267,7 @@ class Executor:
         snapshot: Callable[[], list] | None = None,
         gpu_ops: Sequence[OpNode] = (),
         lookahead: int = 0,
+        decoded_spare: int = DECODED_SPARE,
         skipped_history: int = 1000,
     ):
         self.cpu_ops = list(cpu_ops)
@@ -318,7 +319,7 @@ class Executor:
             ThreadPoolExecutor(lanes, thread_name_prefix="dlpipe-mixed") if lanes else None
         )
         self._lookahead = max(0, lookahead) if lanes else 0
-        self._decode_ahead = lanes + DECODED_SPARE
+        self._decode_ahead = lanes + decoded_spare
         # The lane feeder and the GPU stage wait here for room (_to_lane, _gpu_finish)
         self._room = threading.Condition()
         self._submitted = 0  # iterations handed to the lane feeder

@@ -404,6 +404,7 @@ class Pipeline:
             # what is read: not from external sources (feed_input / callbacks expect DALI's
             # prefetch count).
             0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
+            decoded_spare=self._runtime.decoded_spare,
             skipped_history=self._runtime.skipped_history,
         )
         self._built = True
