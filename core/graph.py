@@ -127,8 +127,8 @@ class DataNode:
         """Copy this CPU node to the GPU (through pinned memory)."""
         if self.device == "gpu":
             return self
-        from . import operators  # noqa: F401  (registers "_copy_to_gpu")
-
+        # "_copy_to_gpu" is registered: importing any dlpipe module runs dlpipe/__init__, whose
+        # fn/ops load every operator (_registry.load_all)
         return _call_operator("_copy_to_gpu", (self,), {"device": "mixed"})[0]
 
     def cpu(self) -> DataNode:
