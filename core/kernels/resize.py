@@ -106,27 +106,13 @@ def _tables(device_id: int):
         return cupy.asarray(np.concatenate(chunks)), offsets
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _axis(extent: float, out_size: int, min_filter: int, mag_filter: int, antialias: bool):
-    """(kind, anchor, table scale, taps) of one axis: ``resize.select_axis_filter`` and
-    ``resize.window_geometry``, memoised."""
-    from .._geometry.resize_params import select_axis_filter, window_geometry
-
-    flt = select_axis_filter(
-        extent, out_size, FilterType(min_filter), FilterType(mag_filter), antialias
-    )
-    if flt.type == FilterType.NEAREST:
-        return 0, 0.0, 1.0, 1
-    anchor, tab_scale, taps = window_geometry(flt)
-    return int(flt.type), float(anchor), float(tab_scale), int(taps)
-
-
 def _axes(ext: np.ndarray, out_size: np.ndarray, min_filter: int, mag_filter: int, antialias):
-    """:func:`_axis` for a batch of axes at once: the same float32 arithmetic, elementwise
-    (numpy's float32 operations round as its float32 scalars do), so each row equals
-    ``_axis(float(ext[i]), int(out_size[i]), ...)`` bit for bit. Returns (kind, anchor,
-    table scale, taps) arrays. A random crop gives every sample new extents, so memoising
-    ``_axis`` does not help there, and one call per sample and axis cost ~30 us of Python."""
+    """(kind, anchor, table scale, taps) of each axis of a batch: the CPU resampler's
+    ``select_axis_filter`` and ``window_geometry`` (``_geometry/resize_params.py``), in the
+    same float32 arithmetic, elementwise (numpy's float32 operations round as its float32
+    scalars do), so each row equals what those functions give for that axis, bit for bit
+    (``tests/core/test_resize_launch_params.py``). Calling them per sample and axis cost
+    ~30 us of Python each, and a random crop gives every sample new extents."""
     f32 = np.float32
     ext = np.asarray(ext, f32)
     osz = np.asarray(out_size, np.int64)

@@ -37,12 +37,20 @@ class CopyToGpu(Operator):
         self._pending: deque = deque()  # (event, pinned buffer) of copies maybe in flight
         self._lock = threading.Lock()
 
-    def _keep(self, event, pinned) -> None:
-        """Hold ``pinned`` until ``event`` has passed; let go of those whose copies ended."""
+    def _upload(self, pinned, stream):
+        """``pinned`` copied to a new device array on ``stream``; ``pinned`` is held until the
+        copy has passed (those whose copies ended are let go of)."""
+        import cupy
+
+        dev = cupy.empty(pinned.shape, pinned.dtype)
+        dev.set(pinned, stream=stream)
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
         with self._lock:
             while self._pending and self._pending[0][0].done:
                 self._pending.popleft()
             self._pending.append((event, pinned))
+        return dev
 
     def run_batch(self, inputs, args, params, stream):
         import cupy
@@ -56,12 +64,7 @@ class CopyToGpu(Operator):
         if batch is not None:
             pinned = cupyx.empty_pinned(batch.shape, batch.dtype)
             np.copyto(pinned, batch)
-            dense = cupy.empty(batch.shape, batch.dtype)
-            dense.set(pinned, stream=stream)
-            event = cupy.cuda.Event(block=False, disable_timing=True)
-            event.record(stream)
-            self._keep(event, pinned)
-            return SampleList.from_dense(dense)
+            return SampleList.from_dense(self._upload(pinned, stream))
         samples = [np.asarray(x) for x in inputs[0]]
         n = len(samples)
         if n == 0:
@@ -73,30 +76,22 @@ class CopyToGpu(Operator):
         if len({a.shape for a in samples}) == 1:
             pinned = cupyx.empty_pinned((n, *samples[0].shape), dtype)
             np.stack(samples, out=pinned)
-            dense = cupy.empty(pinned.shape, dtype)
-            dense.set(pinned, stream=stream)
-            out = SampleList.from_dense(dense)
-        else:
-            sizes = np.array([a.nbytes for a in samples], np.int64)
-            offsets = np.zeros(n, np.int64)
-            offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
-            total = int(offsets[-1] + sizes[-1])
-            pinned = cupyx.empty_pinned((max(total, 1),), np.uint8)
-            for a, off, sz in zip(samples, offsets, sizes, strict=True):
-                pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            flat = cupy.empty(pinned.shape, np.uint8)
-            flat.set(pinned, stream=stream)
-            ndim = samples[0].ndim
-            shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
-            strides = np.ones_like(shapes)
-            if ndim > 1:
-                strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
-            ptrs = np.uint64(flat.data.ptr) + offsets.astype(np.uint64)
-            out = SampleList(dtype, ptrs, shapes, strides, flat, flat.device.id)
-        event = cupy.cuda.Event(block=False, disable_timing=True)
-        event.record(stream)
-        self._keep(event, pinned)
-        return out
+            return SampleList.from_dense(self._upload(pinned, stream))
+        sizes = np.array([a.nbytes for a in samples], np.int64)
+        offsets = np.zeros(n, np.int64)
+        offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
+        total = int(offsets[-1] + sizes[-1])
+        pinned = cupyx.empty_pinned((max(total, 1),), np.uint8)
+        for a, off, sz in zip(samples, offsets, sizes, strict=True):
+            pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        flat = self._upload(pinned, stream)
+        ndim = samples[0].ndim
+        shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
+        strides = np.ones_like(shapes)
+        if ndim > 1:
+            strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+        ptrs = np.uint64(flat.data.ptr) + offsets.astype(np.uint64)
+        return SampleList(dtype, ptrs, shapes, strides, flat, flat.device.id)
 
 
 def _copy_on_device(samples: list, stream):
