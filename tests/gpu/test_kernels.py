@@ -94,11 +94,9 @@ def test_resize_kernel_instances_agree(stream, monkeypatch, channels, shrink):
     outs = rng.integers(16, 28, (8, 2))
     outs[0] = (-outs[0, 0], outs[0, 1])  # a flipped axis
     params = [resize_params(im.shape[:2], list(o)) for im, o in zip(imgs, outs, strict=True)]
-    widest = max(
-        R._axis(float(e), int(o), TRIANGULAR, LINEAR, True)[3]
-        for p in params
-        for e, o in zip(np.abs(np.subtract(p.src_hi, p.src_lo)), p.dst_size, strict=True)
-    )
+    ext = np.concatenate([np.abs(np.subtract(p.src_hi, p.src_lo)) for p in params])
+    out = np.concatenate([p.dst_size for p in params])
+    widest = int(R._axes(ext, out, TRIANGULAR, LINEAR, True)[3].max())
     args = (
         [cupy.asarray(x) for x in imgs],
         [p.dst_size for p in params],
