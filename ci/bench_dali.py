@@ -11,8 +11,12 @@ from a DALI example file, with only its imports rewritten), wraps it in
 consumes ``--epochs`` whole epochs as a training loop would (each batch's tensors used on the
 GPU, one synchronisation per epoch). It reports the median img/s of the epochs after the
 first, and the CPU seconds of its whole process tree (helper processes included) over them.
-The parent samples the GPU's used memory (nvidia-smi) while the child runs; the peak above the
+The parent samples the GPUs' used memory (nvidia-smi) while the child runs; the peak above the
 idle level is the cell's memory.
+
+``--gpus 1,2`` runs each cell on 1 and then on 2 GPUs: one process per GPU (``device_id``,
+``shard_id`` = its rank, ``num_shards`` = the count), as torchrun would start them; a cell's
+img/s is then the sum of its processes' rates, and a last table gives the scaling.
 
 ``--examples DIR`` adds the pipelines of DALI's ``docs/examples/use_cases/pytorch/resnet50/
 main.py`` (``create_dali_pipeline``, train and val) and DeepLearningExamples'
@@ -66,15 +70,27 @@ def user_pipelines(lib: str):
         from dlpipe import fn, pipeline_def, types
 
     @pipeline_def
-    def seed640(root, gpu_labels, device="mixed"):
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+    def seed640(root, gpu_labels, device="mixed", shard_id=0, num_shards=1):
+        jpegs, labels = fn.readers.file(
+            file_root=root,
+            random_shuffle=True,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            name="Reader",
+        )
         images = fn.decoders.image(jpegs, device=device, output_type=types.RGB)
         images = fn.resize(images, resize_x=640, resize_y=640)
         return images, (labels.gpu() if gpu_labels else labels)
 
     @pipeline_def
-    def rn50(root, gpu_labels):
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+    def rn50(root, gpu_labels, shard_id=0, num_shards=1):
+        jpegs, labels = fn.readers.file(
+            file_root=root,
+            random_shuffle=True,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            name="Reader",
+        )
         images = fn.decoders.image_random_crop(
             jpegs,
             device="mixed",
@@ -153,9 +169,12 @@ def _optional_import(node) -> bool:
 
 def build_pipeline(lib: str, name: str, batch: int, threads: int, gpu_labels: bool, args):
     root = args.data
-    kw = {"batch_size": batch, "num_threads": threads, "device_id": 0, "seed": 12}
+    rank, world = args.rank, args.gpus
+    kw = {"batch_size": batch, "num_threads": threads, "device_id": rank, "seed": 12 + rank}
+    shard = {"shard_id": rank, "num_shards": world}
     if name in ("seed640", "rn50"):
-        return user_pipelines(lib)[name](root=root, gpu_labels=gpu_labels, **kw), "generic"
+        pipe = user_pipelines(lib)[name](root=root, gpu_labels=gpu_labels, **shard, **kw)
+        return pipe, "generic"
     if name == "cpu640":
         kw["device_id"] = None
         pipe = user_pipelines(lib)["seed640"](
@@ -172,8 +191,7 @@ def build_pipeline(lib: str, name: str, batch: int, threads: int, gpu_labels: bo
             data_dir=root,
             crop=224,
             size=256,
-            shard_id=0,
-            num_shards=1,
+            **shard,
             is_training=name.endswith("train"),
             **kw,
         )
@@ -218,6 +236,8 @@ def _tree_cpu_seconds() -> float:
 def child(args) -> None:
     import torch
 
+    if args.gpus > 1:
+        torch.cuda.set_device(args.rank)
     name, batch, threads, gpu_labels = CELLS[args.cell]
     if args.lib == "dali":
         from nvidia.dali.plugin.pytorch import (
@@ -289,6 +309,7 @@ def child(args) -> None:
             {
                 "cell": args.cell,
                 "lib": args.lib,
+                "rank": args.rank,
                 "img_s": statistics.median(timed),
                 "epochs": [round(r) for r in rates],
                 "images_per_epoch": images,
@@ -328,15 +349,16 @@ def _write_profile(folder: str, name: str, batches: float) -> None:
 
 
 def _gpu_used_mib() -> int:
+    """Used memory of every GPU of the machine, summed."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
         )
     except FileNotFoundError:  # no GPU here (a CPU-only run)
         return 0
-    return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else 0
+    return sum(int(v) for v in out.stdout.split()) if out.returncode == 0 else 0
 
 
 def _gpu_apps() -> dict[str, int]:
@@ -363,7 +385,7 @@ def _gpu_apps() -> dict[str, int]:
     return roles
 
 
-def run_cell(cell: str, lib: str, args) -> dict:
+def run_cell(cell: str, lib: str, args, gpus: int = 1) -> dict:
     idle = _gpu_used_mib()
     peak = [idle]
     apps: dict = {}
@@ -384,19 +406,48 @@ def run_cell(cell: str, lib: str, args) -> dict:
     cmd = [sys.executable, __file__, "--child", "--lib", name, "--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+    cmd += ["--gpus", str(gpus)]
     if args.stats:
         cmd.append("--stats")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cell_timeout, env=env)
+    # one process per GPU, as torchrun starts them, each reading its shard
+    procs = [
+        subprocess.Popen(
+            cmd + ["--rank", str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for rank in range(gpus)
+    ]
+    outs = []
+    for proc in procs:
+        try:
+            outs.append((proc.returncode, *proc.communicate(timeout=args.cell_timeout)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            outs.append((-9, *proc.communicate()))
+        outs[-1] = (proc.returncode, *outs[-1][1:])
     done.set()
     watcher.join()
-    result = {"cell": cell, "lib": lib, "error": None}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[7:])
-            result["lib"] = lib
-    if proc.returncode != 0 or "img_s" not in result:
-        result["error"] = (proc.stderr or proc.stdout)[-1500:]
+    ranks = [
+        json.loads(line[7:])
+        for _, stdout, _ in outs
+        for line in stdout.splitlines()
+        if line.startswith("RESULT ")
+    ]
+    result = {"cell": cell, "lib": lib, "error": None, "gpus": gpus}
+    if len(ranks) == gpus:
+        result.update(ranks[0])
+        result["lib"] = lib
+        # the machine's rate: the ranks run at once, so their rates add up
+        result["img_s"] = sum(r["img_s"] for r in ranks)
+        result["rank_img_s"] = [round(r["img_s"]) for r in ranks]
+        result["cpu_us_per_image"] = statistics.mean(r["cpu_us_per_image"] for r in ranks)
+    bad = [o for o in outs if o[0] != 0]
+    if bad or len(ranks) != gpus:
+        result["error"] = "\n".join((o[2] or o[1])[-1500:] for o in (bad or outs))
     result["gpu_mib"] = peak[0] - idle
     result["gpu_apps_mib"] = apps
     result["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -437,11 +488,19 @@ def main() -> None:
     p.add_argument("--cell-timeout", type=int, default=240)
     p.add_argument("--stats", action="store_true", help="dlpipe's pipe.stats() per cell")
     p.add_argument("--trace", default="", help="write dlpipe's Perfetto traces to this folder")
+    p.add_argument(
+        "--gpus",
+        default="1",
+        help="comma-separated GPU counts to run each cell on (e.g. 1,2): one process per GPU, "
+        "each reading its shard, as torchrun starts them",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--lib", default="dlpipe", help=argparse.SUPPRESS)
     p.add_argument("--cell", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
+        args.gpus = int(args.gpus)
         return child(args)
 
     sys.path.insert(0, HERE)
@@ -453,18 +512,45 @@ def main() -> None:
     if not args.examples:
         cells = [c for c in cells if c not in EXAMPLE_CELLS]
     libs = args.libs.split(",")
+    counts = [int(g) for g in args.gpus.split(",")]
+    if max(counts) > 1:  # DLE's pipelines take their shard from torch.distributed
+        cells = [c for c in cells if c not in ("dle-train", "dle-val", "cpu-640")]
     results = []
     for r in range(args.rounds):
         for cell in cells:
-            for lib in libs if r % 2 == 0 else libs[::-1]:
-                res = run_cell(cell, lib, args)
-                res["round"] = r
-                results.append(res)
-                print(json.dumps(res), flush=True)
+            for gpus in counts:
+                for lib in libs if r % 2 == 0 else libs[::-1]:
+                    res = run_cell(cell, lib, args, gpus)
+                    res["round"] = r
+                    results.append(res)
+                    print(json.dumps(res), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    print_table(results, cells, libs)
+    for gpus in counts:
+        if len(counts) > 1:
+            print(f"\n{gpus} GPU(s), one process each:")
+        print_table([r for r in results if r.get("gpus", 1) == gpus], cells, libs)
+    if len(counts) > 1:
+        print_scaling(results, cells, libs, counts)
+
+
+def print_scaling(results: list[dict], cells: list[str], libs: list[str], counts) -> None:
+    """img/s on each GPU count over img/s on the fewest, per library (medians over rounds)."""
+    print("\n| cell | " + " | ".join(f"{lib} x{counts[-1]}/x{counts[0]}" for lib in libs) + " |")
+    print("|---|" + "---|" * len(libs))
+    for cell in cells:
+        row = []
+        for lib in libs:
+            rate = [
+                statistics.median(
+                    [r["img_s"] for r in results if (r["cell"], r["lib"], r.get("gpus")) == key]
+                    or [float("nan")]
+                )
+                for key in ((cell, lib, counts[0]), (cell, lib, counts[-1]))
+            ]
+            row.append(f"{rate[1] / rate[0]:.2f}")
+        print(f"| {cell} | " + " | ".join(row) + " |")
 
 
 def print_table(results: list[dict], cells: list[str], libs: list[str]) -> None:
