@@ -376,3 +376,48 @@ def test_without_enable_conditionals_the_error_says_how():
     with pytest.raises(TypeError, match="enable_conditionals=True"):
         pipeline_def(graph, batch_size=N, num_threads=1, device_id=None)()
     assert dlpipe.pipeline_def is pipeline_def
+
+
+def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
+    """The GPU stage's plan (``branch_samples``): an inner ``if`` whose true branch none of the
+    outer branch's samples took still merges (its samples all come from the false branch);
+    only the empty branch's operators are skipped; any other operator with an ABSENT input is
+    an engine bug."""
+    from dlpipe._conditionals import ABSENT, branch_samples, merge_gpu
+
+    def graph():
+        x, p, k = sources()
+        y = x
+        if p:
+            if k > 5:  # no sample
+                y = x * 2
+            else:
+                y = x + 1
+        return (y,)
+
+    p = pipeline_def(graph, enable_conditionals=True, batch_size=N, num_threads=1,
+                     device_id=None)()  # fmt: skip
+    merges = [n for n in p._ops if n.op.schema == "_conditional_merge"]
+    inner = next(n for n in merges if n.scope is not None)
+    outer = next(n for n in merges if n.scope is None)
+    preds = {1: [bool(v) for v in PS], 2: [int(v) > 5 for v in KS]}  # by nesting depth
+    values = {}
+    s = inner.inputs[0].source.scope  # the inner true branch: both predicates
+    while s is not None:
+        values[s.predicate] = preds[s.depth]
+        s = s.parent
+    outer_true = [i for i in range(N) if PS[i]]
+    doubled = inner.inputs[0].source  # x * 2, in the branch no sample took
+    assert branch_samples(doubled, [XS], values, N) == []
+    assert branch_samples(inner, [ABSENT, XS], values, N) == outer_true
+    assert branch_samples(outer, [XS, XS], values, N) is None
+    with pytest.raises(RuntimeError, match="has no samples though 4 sample"):
+        branch_samples(inner.inputs[1].source, [ABSENT], values, N)
+
+    # the merge itself: the ABSENT branch is chosen by no sample
+    f = object()
+    pred = np.zeros(len(outer_true), bool)
+    assert merge_gpu(ABSENT, f, pred) is f
+    assert merge_gpu(f, ABSENT, ~pred) is f
+    with pytest.raises(RuntimeError, match="produced no samples"):
+        merge_gpu(ABSENT, f, ~pred)
