@@ -10,6 +10,7 @@ import pytest
 
 import dlpipe
 from dlpipe import PipelineError, fn, pipeline_def, types
+from dlpipe._conditionals import branch_samples
 from dlpipe.pipeline import experimental
 
 N = 8
@@ -383,7 +384,7 @@ def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
     outer branch's samples took still merges (its samples all come from the false branch);
     only the empty branch's operators are skipped; any other operator with an ABSENT input is
     an engine bug."""
-    from dlpipe._conditionals import ABSENT, branch_samples, merge_gpu
+    from dlpipe._conditionals import ABSENT, merge_gpu
 
     def graph():
         x, p, k = sources()
@@ -421,3 +422,49 @@ def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
     assert merge_gpu(f, ABSENT, ~pred) is f
     with pytest.raises(RuntimeError, match="produced no samples"):
         merge_gpu(ABSENT, f, ~pred)
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_gpu_stage_plan_keeps_every_sample_of_the_automatic_augmentations(kind):
+    """The GPU stage's plan (``branch_samples``) replayed on the automatic augmentations'
+    graphs with the predicates of a real iteration: every merge finds each of its samples in
+    the branch the sample chose, every other operator finds its samples in its inputs, and the
+    output holds the whole batch (with empty branches at every level: a GPU run used to lose
+    them, or return no batch at all)."""
+    from dlpipe._conditionals import ABSENT
+    from dlpipe.auto_aug import auto_augment, rand_augment, trivial_augment
+
+    rng = np.random.default_rng(5)
+    imgs = [rng.integers(0, 256, (8, 8, 3)).astype(np.uint8) for _ in range(16)]
+
+    def graph():
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        if kind == "auto_augment":
+            return auto_augment.auto_augment_image_net(x, shape=[8, 8], seed=11)
+        if kind == "rand_augment":
+            return rand_augment.rand_augment(x, n=2, m=12, seed=11)
+        return trivial_augment.trivial_augment_wide(x, shape=[8, 8], seed=11)
+
+    pipe = pipeline_def(graph, enable_conditionals=True, batch_size=16, num_threads=1,
+                        device_id=None, seed=2)()  # fmt: skip
+    pipe.build()
+    empty = 0
+    for _ in range(2):
+        ws = pipe._executor._run_cpu_stage()
+        n, held = ws.batch_size, {}  # node -> the samples it holds (None: ABSENT)
+        for node in pipe._ops:
+            ins = [ABSENT if held[x] is None else sorted(held[x]) for x in node.inputs]
+            idx = branch_samples(node, ins, ws.values, n)
+            here = None if idx == [] else set(range(n) if idx is None else idx)
+            if here is not None and node.op.schema == "_conditional_merge":
+                pred = ws.values[node.arg_nodes["predicate"]]
+                for i in here:
+                    side = held[node.inputs[0] if pred[i] else node.inputs[1]]
+                    assert side is not None and i in side, (node.name, i)
+            elif here is not None:
+                assert all(held[x] is not None and here <= held[x] for x in node.inputs)
+            empty += here is None
+            held.update((d, here) for d in node.outputs)
+        (out,) = pipe._executor.outputs
+        assert held[out] == set(range(n))
+    assert empty > 0  # the case in question occurs
