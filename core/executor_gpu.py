@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Sequence
 from time import perf_counter
 
-from ._conditionals import ABSENT, Absent, compact, scatter_gpu
+from ._conditionals import ABSENT, Absent, branch_samples, compact, scatter_gpu
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error, cpu_output, replace_skipped
 from .graph import DataNode, LaneContext, OpNode, Skipped
@@ -165,19 +165,16 @@ class GpuStage:
             params = ws.params[node]
             inputs = [ws.values[x] for x in node.inputs]
             args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
-            idx = None  # conditionals: the operator runs on its branch's samples only
-            if node.scope is not None:
-                idx = node.scope.indices(ws.values, n)
-                if len(idx) == n:
-                    idx = None
-                elif not idx or any(isinstance(v, Absent) for v in inputs):
-                    for dn in node.outputs:  # no sample took this branch
-                        ws.values[dn] = ABSENT
-                    continue
-                else:
-                    inputs = [compact(v, idx) for v in inputs]
-                    args = {k: compact(v, idx) for k, v in args.items()}
-                    params = compact(params, idx)
+            # conditionals: the operator runs on its branch's samples only
+            idx = branch_samples(node, inputs, ws.values, n)
+            if idx == []:  # no sample took this branch
+                for dn in node.outputs:
+                    ws.values[dn] = ABSENT
+                continue
+            if idx is not None:
+                inputs = [compact(v, idx) for v in inputs]
+                args = {k: compact(v, idx) for k, v in args.items()}
+                params = compact(params, idx)
             start = perf_counter()
             serial = self._serial.get(id(node))
             try:
@@ -207,8 +204,10 @@ class GpuStage:
                     f"of {len(node.outputs)} outputs"
                 )
             for dn, val in zip(node.outputs, outs, strict=True):
-                val = val if isinstance(val, Absent) else self._SampleList.coerce(val)
-                ws.values[dn] = val if idx is None else scatter_gpu(val, idx, n)
+                if not isinstance(val, Absent):
+                    val = self._SampleList.coerce(val)
+                    val = val if idx is None else scatter_gpu(val, idx, n)
+                ws.values[dn] = val
             if dropped and idx is not None:
                 dropped = {idx[i]: msg for i, msg in dropped.items()}
             if dropped:

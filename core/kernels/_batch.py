@@ -74,3 +74,78 @@ def per_sample(value, n: int, width: int | None = None, dtype=np.float64) -> np.
     if a.shape[1] < width:  # repeat the last value (one value for every channel)
         a = np.concatenate([a, np.repeat(a[:, -1:], width - a.shape[1], axis=1)], axis=1)
     return np.broadcast_to(a[:, :width], (n, width)).copy()
+
+
+def fold_rows(samples, ndim: int):
+    """The batch viewed with ``ndim`` dimensions per sample, the leading ones folded into the
+    first (its rows), so that a launcher of (H, W[, C]) samples takes any sample: an FHWC or
+    DHWC sample becomes (F * H, W, C), frames or slices stacked as rows; a sample with fewer
+    dimensions gets leading dimensions of 1. Only for operations that treat every row alike
+    (per-sample scalars, per-pixel colour transforms).
+
+    Samples whose leading dimensions cannot be folded without a copy (a strided view) are made
+    contiguous first. :func:`unfold_rows` gives the folded output its samples' shapes back.
+
+    Args:
+        samples: a SampleList.
+        ndim: the number of dimensions of the view (2: HW, 3: HWC).
+
+    Returns:
+        (the folded SampleList, the original shapes (N, sample ndim)).
+    """
+    from ..tensors_gpu import SampleList
+
+    s = samples
+    if len(s) == 0 or s.shapes.shape[1] == ndim:
+        return s, s.shapes
+    view = fold_layout(s.shapes, s.strides, ndim)
+    if view is None:
+        import cupy
+
+        s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
+        view = fold_layout(s.shapes, s.strides, ndim)
+    shapes, strides = view
+    return SampleList(s.dtype, s.ptrs, shapes, strides, s.owners, s.device_id), samples.shapes
+
+
+def fold_layout(shapes: np.ndarray, strides: np.ndarray, ndim: int):
+    """The (shapes, strides), in elements, of :func:`fold_rows`'s view of samples of
+    ``shapes`` / ``strides`` (N, sample ndim); None when a sample's leading dimensions do not
+    fold without a copy (dimension j's stride is not dimension j + 1's extent in elements)."""
+    shapes = np.asarray(shapes, np.int64)
+    strides = np.asarray(strides, np.int64)
+    n, nd = shapes.shape
+    if nd <= ndim:  # leading dimensions of 1 (their strides are never used)
+        ones = np.ones((n, ndim - nd), np.int64)
+        return np.concatenate([ones, shapes], axis=1), np.concatenate([ones, strides], axis=1)
+    k = nd - ndim  # dimensions 0..k fold into one, whose stride is dimension k's
+    if not (strides[:, :k] == shapes[:, 1 : k + 1] * strides[:, 1 : k + 1]).all():
+        return None
+    rows = shapes[:, : k + 1].prod(axis=1, keepdims=True)
+    return np.concatenate([rows, shapes[:, k + 1 :]], axis=1), strides[:, k:].copy()
+
+
+def unfold_rows(out, shapes: np.ndarray):
+    """A C-contiguous output batch of folded samples (:func:`fold_rows`) with the samples'
+    own ``shapes``."""
+    from ..tensors_gpu import SampleList
+
+    shapes = np.asarray(shapes, np.int64)
+    n = len(shapes)
+    if n == 0 or (out.shapes.shape == shapes.shape and (out.shapes == shapes).all()):
+        return out
+    dense = None
+    if out.dense is not None and n and (shapes == shapes[0]).all():
+        dense = out.dense.reshape((n, *(int(v) for v in shapes[0])))
+    return SampleList(
+        out.dtype, out.ptrs, shapes, c_strides(shapes), out.owners, out.device_id, dense=dense
+    )
+
+
+def c_strides(shapes: np.ndarray) -> np.ndarray:
+    """The strides, in elements, of C-contiguous samples of ``shapes`` (N, ndim)."""
+    shapes = np.asarray(shapes, np.int64)
+    strides = np.ones_like(shapes)
+    if shapes.shape[1] > 1:
+        strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
+    return strides

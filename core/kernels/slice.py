@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from . import acc_ctype, ctype, get_function, grid_for, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, hwc_view, per_sample
+from ._batch import alloc_batch, as_samples, c_strides, hwc_view, per_sample
 
 SLICE_DESC = np.dtype(
     [
@@ -171,19 +171,12 @@ def cast_batch(inputs, out_dtype, stream=None):
         out.dtype,
         out.ptrs,
         s.shapes,
-        _c_strides(s.shapes),
+        c_strides(s.shapes),
         out.owners,
         out.device_id,
         dense=out.dense.reshape((n, *s.shape_list()[0])) if out.dense is not None else None,
     )
 
 
-def _c_strides(shapes: np.ndarray) -> np.ndarray:
-    strides = np.ones_like(shapes)
-    if shapes.shape[1] > 1:
-        strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
-    return strides
-
-
 def _contiguous(s) -> bool:
-    return bool((s.strides == _c_strides(s.shapes)).all())
+    return bool((s.strides == c_strides(s.shapes)).all())

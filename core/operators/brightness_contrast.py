@@ -120,27 +120,28 @@ class _BrightnessContrastBase(Operator):
         return y if out_dt == np.float32 else convert_sat(y, out_dt)
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: ``in * mul + add`` with per-sample factors, one launch (HWC or HW samples;
-        integer outputs round half to even there)."""
-        from ..kernels._batch import as_samples
+        """GPU: ``in * mul + add`` with per-sample factors, one launch. Any sample shape, as on
+        the CPU: HWC and HW as they are, the leading dimensions of FHWC, DHWC, ... folded into
+        the rows (a per-sample factor applies to every frame); integer outputs round half to
+        even there."""
+        from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
         from ..kernels.slice import affine_batch
 
         s = as_samples(inputs[0])
         n = len(s)
-        if n and s.shapes.shape[1] not in (2, 3):
-            raise ArgumentError(
-                f"{self.schema}: device='gpu' takes HWC or HW samples, got {s.shapes.shape[1]} "
-                "dimensions; run it on the CPU"
-            )
         in_dt = np.dtype(s.dtype)
         if in_dt not in _TYPES:
             raise ArgumentError(f"{self.schema}: input type {in_dt} is not supported")
         out_dt = self.dtype or in_dt
+        if n == 0:
+            return alloc_batch(np.zeros((0, 0), np.int64), out_dt, s.device_id)
+        folded, shapes = fold_rows(s, 3 if s.shapes.shape[1] >= 3 else 2)
         mul, add = np.ones(n, np.float64), np.zeros(n, np.float64)
         for i in range(n):
             mul[i], add[i] = self._mul_add({k: v[i] for k, v in args.items()}, in_dt, out_dt)
         # (N, 1): one factor per sample for every channel (a 1-D list would mean per channel)
-        return affine_batch(s, mul.reshape(n, 1), add, out_dtype=out_dt, stream=stream)
+        out = affine_batch(folded, mul.reshape(n, 1), add, out_dtype=out_dt, stream=stream)
+        return unfold_rows(out, shapes)
 
 
 @register(legacy=("BrightnessContrast",))

@@ -139,25 +139,35 @@ class _ColorBase(Operator):
         )
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: one launch with a matrix per sample (HWC, 3 channels)."""
-        from ..kernels._batch import as_samples
+        """GPU: one launch with a matrix per sample. Any sample with 3 channels last, as on the
+        CPU: HWC as it is, the leading dimensions of FHWC, DHWC, ... folded into the rows (a
+        per-sample matrix applies to every frame)."""
+        from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
         from ..kernels.color import color_matrix_batch
 
         s = as_samples(inputs[0])
         n = len(s)
-        if n and (s.shapes.shape[1] != 3 or not (s.shapes[:, 2] == 3).all()):
-            raise ArgumentError(
-                f"{self.schema}: expects 3-channel images with channels last (HWC), got shape "
-                f"{list(s.shapes[0])}"
-            )
         in_dt = np.dtype(s.dtype)
+        if n and (s.shapes.shape[1] < 1 or not (s.shapes[:, -1] == 3).all()):
+            bad = 0 if s.shapes.shape[1] < 1 else int(np.argmin(s.shapes[:, -1] == 3))
+            e = ArgumentError(
+                f"{self.schema}: expects 3-channel images with channels last (HWC), got shape "
+                f"{[int(v) for v in s.shapes[bad]]}"
+            )
+            e.sample_index = bad
+            raise e
         if in_dt not in _TYPES:
             raise ArgumentError(f"{self.schema}: input type {in_dt} is not supported")
+        out_dt = self.dtype or in_dt
+        if n == 0:
+            return alloc_batch(np.zeros((0, 0), np.int64), out_dt, s.device_id)
+        folded, shapes = fold_rows(s, 3)
         mats, offs = np.zeros((n, 3, 3)), np.zeros((n, 3))
         for i in range(n):
             m, offs[i] = self._transform({k: v[i] for k, v in args.items()}, in_dt)
             mats[i] = m[::-1, ::-1] if self.image_type == DALIImageType.BGR else m
-        return color_matrix_batch(s, mats, offs, out_dtype=self.dtype or in_dt, stream=stream)
+        out = color_matrix_batch(folded, mats, offs, out_dtype=out_dt, stream=stream)
+        return unfold_rows(out, shapes)
 
 
 @register(legacy=("ColorTwist",))

@@ -88,3 +88,30 @@ def test_cpu_value_merged_with_gpu_value():
     (ys,) = run(graph)
     for i in range(N):
         np.testing.assert_array_equal(ys[i], IMGS[i].astype(np.int32) * (2 if PS[i] else 3))
+
+
+def test_nested_branch_no_sample_takes_is_merged():
+    """The inner ``if``'s true branch is taken by none of the outer branch's samples (but by
+    samples outside it): the inner merge still gives the outer branch's samples, and the
+    outer merge a full batch (it used to come back empty, dropping the outer branch)."""
+    ks = [np.array(v, np.int32) for v in [0, 5, 1, 2, 7, 9, 0, 6]]  # > 4 only where PS is False
+
+    def graph():
+        x, p = sources()
+        k = fn.external_source(source=lambda: ks, batch=True)
+        y = x.gpu()
+        if p:
+            if k > 4:
+                y = y * 2
+            else:
+                y = y + 1
+        else:
+            y = fn.flip(y, horizontal=1) * 3
+        return (y,)
+
+    (ys,) = run(graph)
+    for i in range(N):
+        x = IMGS[i].astype(np.int32)
+        want = x + 1 if PS[i] else np.flip(x, axis=1) * 3
+        assert ys[i].dtype == np.int32
+        np.testing.assert_array_equal(ys[i], want)
