@@ -379,7 +379,8 @@ def _gpu_apps() -> dict[str, int]:
                 cmd = f.read()
         except (ValueError, OSError):
             continue
-        role = "decode" if b"_decode_server" in cmd else "main"
+        # dlpipe's helpers all run _ipc/boot.py; of them only the decode servers use a GPU
+        role = "decode" if b"_ipc/boot.py" in cmd or b"_decode_server" in cmd else "main"
         roles[role] = roles.get(role, 0) + mib
         roles[role + "_n"] = roles.get(role + "_n", 0) + 1
     return roles
