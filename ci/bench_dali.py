@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import statistics
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
@@ -234,10 +236,7 @@ def _tree_cpu_seconds() -> float:
 
 
 def child(args) -> None:
-    import torch
-
-    if args.gpus > 1:
-        torch.cuda.set_device(args.rank)
+    """One classification cell on one library: the pipeline, its PyTorch iterator, the epochs."""
     name, batch, threads, gpu_labels = CELLS[args.cell]
     if args.lib == "dali":
         from nvidia.dali.plugin.pytorch import (
@@ -265,7 +264,26 @@ def child(args) -> None:
             last_batch_policy=LastBatchPolicy.PARTIAL,
             auto_reset=True,
         )
-    on_gpu = name != "cpu640"
+
+    def use(data):
+        x, y = data[0]["data"], data[0]["label"]
+        return x.shape[0], x.view(x.shape[0], -1)[:, 0].float().sum() + y.sum()
+
+    measure(args, pipe, it, use, batch, on_gpu=name != "cpu640")
+
+
+def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
+    """Consume ``args.epochs`` whole epochs of ``it`` as a training loop would and print the
+    cell's ``RESULT`` line (the parent reads it): the median img/s of the epochs after the
+    first, the CPU seconds of this process tree over them, dlpipe's stats on request.
+
+    ``use(data)`` takes one batch as the iterator gives it and returns (samples, a torch scalar
+    computed from its tensors): each batch is used on the GPU, one synchronisation per epoch.
+    """
+    import torch
+
+    if args.gpus > 1:
+        torch.cuda.set_device(args.rank)
     rates, cpu_start = [], None
     profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
     for epoch in range(args.epochs):
@@ -278,9 +296,9 @@ def child(args) -> None:
                 yappi.start(profile_threads=True)
         start, images, acc = time.perf_counter(), 0, 0
         for data in it:
-            x, y = data[0]["data"], data[0]["label"]
-            acc = acc + x.view(x.shape[0], -1)[:, 0].float().sum() + y.sum()  # use the batch
-            images += x.shape[0]
+            n, value = use(data)
+            acc = acc + value
+            images += n
         if on_gpu:
             torch.cuda.synchronize()
         float(acc)
@@ -386,7 +404,7 @@ def _gpu_apps() -> dict[str, int]:
     return roles
 
 
-def run_cell(cell: str, lib: str, args, gpus: int = 1) -> dict:
+def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -> dict:
     idle = _gpu_used_mib()
     peak = [idle]
     apps: dict = {}
@@ -404,7 +422,7 @@ def run_cell(cell: str, lib: str, args, gpus: int = 1) -> dict:
     name, _, env_text = lib.partition("+")  # "dlpipe+VAR=value;VAR2=value": a variant
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in env_text.split(";") if kv)
-    cmd = [sys.executable, __file__, "--child", "--lib", name, "--cell", cell]
+    cmd = [sys.executable, script, "--child", "--lib", name, "--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     cmd += ["--gpus", str(gpus)]
@@ -471,8 +489,44 @@ def ensure_cpu_subset(data: str, cpu_data: str, per_class: int) -> None:
     open(os.path.join(cpu_data, ".complete"), "w").close()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclasses.dataclass
+class Suite:
+    """A set of side-by-side cells. Another benchmark script (ci/bench_dali_*.py) makes one and
+    calls ``main(suite)``: the parent's loop, timing, memory sampling and tables are shared; a
+    child (``script --child --cell NAME --lib LIB``) runs ``child(args)``, which builds the cell's
+    pipeline for ``args.lib`` and ends in ``measure(...)``."""
+
+    script: str
+    cells: list[str]
+    child: Callable[[argparse.Namespace], None]
+    prepare: Callable[[argparse.Namespace], None]  # in the parent, once: make the data
+    description: str = ""
+    example_cells: frozenset = frozenset()  # need --examples
+    single_gpu_cells: frozenset = frozenset()  # not run with --gpus > 1
+
+
+def _prepare(args) -> None:
+    sys.path.insert(0, HERE)
+    from bench_gpu import ensure_dataset
+
+    ensure_dataset(args.data, args.images)
+    ensure_cpu_subset(args.data, args.cpu_data, per_class=100)
+
+
+CLASSIFICATION = Suite(
+    script=__file__,
+    cells=list(CELLS),
+    child=child,
+    prepare=_prepare,
+    description=__doc__.split("\n")[0],
+    example_cells=frozenset(EXAMPLE_CELLS),
+    # DLE's pipelines take their shard from torch.distributed
+    single_gpu_cells=frozenset({"dle-train", "dle-val", "cpu-640"}),
+)
+
+
+def main(suite: Suite = CLASSIFICATION) -> None:
+    p = argparse.ArgumentParser(description=suite.description)
     p.add_argument("--data", default="/tmp/dlpipe-bench/imagenet-like")
     p.add_argument("--cpu-data", default="/tmp/dlpipe-bench/imagenet-like-cpu")
     p.add_argument("--images", type=int, default=21460)
@@ -502,26 +556,22 @@ def main() -> None:
     args = p.parse_args()
     if args.child:
         args.gpus = int(args.gpus)
-        return child(args)
+        return suite.child(args)
 
-    sys.path.insert(0, HERE)
-    from bench_gpu import ensure_dataset
-
-    ensure_dataset(args.data, args.images)
-    ensure_cpu_subset(args.data, args.cpu_data, per_class=100)
-    cells = [c for c in (args.only.split(",") if args.only else CELLS) if c]
+    suite.prepare(args)
+    cells = [c for c in (args.only.split(",") if args.only else suite.cells) if c]
     if not args.examples:
-        cells = [c for c in cells if c not in EXAMPLE_CELLS]
+        cells = [c for c in cells if c not in suite.example_cells]
     libs = args.libs.split(",")
     counts = [int(g) for g in args.gpus.split(",")]
-    if max(counts) > 1:  # DLE's pipelines take their shard from torch.distributed
-        cells = [c for c in cells if c not in ("dle-train", "dle-val", "cpu-640")]
+    if max(counts) > 1:
+        cells = [c for c in cells if c not in suite.single_gpu_cells]
     results = []
     for r in range(args.rounds):
         for cell in cells:
             for gpus in counts:
                 for lib in libs if r % 2 == 0 else libs[::-1]:
-                    res = run_cell(cell, lib, args, gpus)
+                    res = run_cell(cell, lib, args, gpus, suite.script)
                     res["round"] = r
                     results.append(res)
                     print(json.dumps(res), flush=True)
