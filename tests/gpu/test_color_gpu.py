@@ -72,7 +72,9 @@ def test_colour_ops_on_frames_and_volumes_match_cpu(layout, build):
 @pytest.mark.parametrize("dtype", [np.float32, np.int16])
 def test_colour_ops_on_videos_other_types(dtype):
     samples = _samples(SHAPES["FHWC"], dtype, seed=1)
-    tol = 1e-4 if dtype == np.float32 else 1
+    # integers: the first op's rounding (half to even on the GPU, away from zero on the CPU)
+    # may differ by 1, and the second op's gain (saturation up to 2) makes that up to 2
+    tol = 1e-4 if dtype == np.float32 else 2
 
     def build(x, v):
         return fn.color_twist(fn.brightness_contrast(x, contrast=v), saturation=v, hue=15.0)
