@@ -255,6 +255,39 @@ class CropArgs:
             raise ArgumentError(f"{self._crop_who}: crop_d needs crop_h and crop_w as well")
         return ext
 
+    def static_windows(self, shapes: np.ndarray, layout: str) -> np.ndarray:
+        """``sample_window(shape, layout, {})`` of every row of ``shapes`` (n, ndim) at once, as
+        an int64 array (n, 2, ndim) of (anchor, shape): the same float32 anchors and bounds
+        policy, elementwise (``tests/core/test_crop_windows_batch.py``). After a
+        ``resize_shorter`` nearly every sample of a batch has its own shape."""
+        shapes = np.asarray(shapes, np.int64)
+        wins = np.zeros((len(shapes), 2, shapes.shape[1]), np.int64)
+        if not len(shapes):
+            return wins
+        self.sample_window(tuple(int(v) for v in shapes[0]), layout, {})  # argument errors
+        anchor, shape = wins[:, 0], wins[:, 1]
+        shape[:] = shapes
+        for letter, ext in self.crop_extents({}).items():
+            axis = layout.find(letter)
+            if letter == "D" and axis < 0:
+                axis = layout.find("F")
+            if axis < 0 or ext is None or int(ext) <= 0:
+                continue
+            shape[:, axis] = int(ext)
+            v = np.float32(self._pos[letter]) * (shapes[:, axis] - int(ext)).astype(np.float32)
+            v = v.astype(np.float64)
+            anchor[:, axis] = np.copysign(np.floor(np.abs(v) + 0.5), v).astype(np.int64)
+        if self.out_of_bounds_policy is OutOfBoundsPolicy.PAD:
+            return wins
+        outside = ((anchor < 0) | (anchor + shape > shapes)).any(1)
+        if outside.any() and self.out_of_bounds_policy is OutOfBoundsPolicy.ERROR:
+            i = int(np.flatnonzero(outside)[0])
+            self.sample_window(tuple(int(v) for v in shapes[i]), layout, {})  # raises
+        lo = np.clip(anchor, 0, shapes)  # TRIM_TO_SHAPE (a window inside is unchanged)
+        hi = np.clip(anchor + shape, 0, shapes)
+        anchor[:], shape[:] = lo, hi - lo
+        return wins
+
     def sample_window(
         self, in_shape: Sequence[int], layout: str, args: dict
     ) -> tuple[list[int], list[int]]:

@@ -176,12 +176,7 @@ def gpu_windows(
         wins[:, 1] = s.shapes
         return s, layout, wins
     if not _WINDOW_ARGS.intersection(args):  # the window depends on the shape alone
-        shapes, which = np.unique(s.shapes, axis=0, return_inverse=True)
-        for k, shape in enumerate(shapes):  # batches after a resize: one shape
-            wins[which.reshape(-1) == k] = op.sample_window(
-                tuple(int(v) for v in shape), layout, {}
-            )
-        return s, layout, wins
+        return s, layout, op.static_windows(s.shapes, layout)
     for i in range(n):
         sample_args = {k: v[i] for k, v in args.items()}
         shape = tuple(int(v) for v in s.shapes[i])

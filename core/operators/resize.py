@@ -33,6 +33,7 @@ from .._geometry.resize_params import (
     output_size,
     requested_size,
     resize_params,
+    resize_params_2d,
     select_axis_filter,
     spatial_axes,
     to_resize_mode,
@@ -549,6 +550,12 @@ def _batch_geometry(op, hw: np.ndarray, args: dict):
     if fixed is not None and (hw > 0).all():
         out = np.tile(fixed.astype(np.int64), (n, 1))
         return out, np.zeros((n, 2)), hw.astype(np.float64)
+    if not args and st["roi_start"] is None and op.max_size is None and n and (hw > 0).all():
+        # static arguments, varied input sizes (a validation resize_shorter): elementwise
+        op.params_for(tuple(int(v) for v in hw[0]))  # checks the arguments once
+        req, implied = requested_size(2, **{k: st[k] for k in _SIZE_ARGS})
+        mode = implied or op.mode or ResizeMode.DEFAULT
+        return resize_params_2d(hw, req, mode, op.subpixel_scale)
     out = np.empty((n, 2), np.int64)
     lo = np.empty((n, 2))
     hi = np.empty((n, 2))
