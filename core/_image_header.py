@@ -39,9 +39,12 @@ def claimed_size(data: np.ndarray | bytes) -> tuple[str, int, int] | None:
         >>> claimed_size(open("cat.jpg", "rb").read())
         ('JPEG', 480, 640)
     """
-    buf = memoryview(data).cast("B") if isinstance(data, np.ndarray) else memoryview(data)
-    head = bytes(buf[:12])
+    buf = _bytes_view(data)
     try:
+        if len(buf) > 2 and buf[0] == 0xFF and buf[1] == 0xD8:  # JPEG first: most data is
+            frame = _jpeg_frame(buf)
+            return None if frame is None else ("JPEG", frame[0], frame[1])
+        head = bytes(buf[:12])
         for magic, parse in _PARSERS:
             if head.startswith(magic):
                 size = parse(buf)
@@ -54,7 +57,7 @@ def claimed_size(data: np.ndarray | bytes) -> tuple[str, int, int] | None:
 def jpeg_frame(data: np.ndarray | bytes) -> tuple[int, int, int] | None:
     """(height, width, components) of a JPEG's frame header: 4 components is CMYK or YCCK.
     None when ``data`` is not a JPEG or its header cannot be read."""
-    buf = memoryview(data).cast("B") if isinstance(data, np.ndarray) else memoryview(data)
+    buf = _bytes_view(data)
     if bytes(buf[:2]) != b"\xff\xd8":
         return None
     try:
@@ -63,28 +66,36 @@ def jpeg_frame(data: np.ndarray | bytes) -> tuple[int, int, int] | None:
         return None
 
 
+def _bytes_view(data) -> memoryview:
+    """A 1-D byte view of an encoded sample (an uint8 array's own buffer needs no cast)."""
+    buf = memoryview(data)
+    return buf if buf.format == "B" and buf.ndim == 1 else buf.cast("B")
+
+
 def _jpeg(b: memoryview) -> tuple[int, int] | None:
     frame = _jpeg_frame(b)
     return None if frame is None else frame[:2]
 
 
 def _jpeg_frame(b: memoryview) -> tuple[int, int, int] | None:
-    """Walk the marker segments to the first start-of-frame (before the start of scan)."""
-    pos, n = 2, len(b)
+    """Walk the marker segments to the first start-of-frame (before the start of scan).
+    Plain byte indexing, no struct calls: this runs once per sample of every decoded batch
+    (~2 us a photo)."""
+    pos, n, sof = 2, len(b), _SOF
     while pos + 4 <= n:
         if b[pos] != 0xFF:
             return None
         marker = b[pos + 1]
+        if marker in sof:  # big-endian height and width, then the component count
+            return (b[pos + 5] << 8 | b[pos + 6], b[pos + 7] << 8 | b[pos + 8], b[pos + 9])
         if marker == 0xFF:  # fill byte
             pos += 1
-        elif marker in _SOF:
-            return (*struct.unpack_from(">HH", b, pos + 5), b[pos + 9])
-        elif marker in (0xDA, 0xD9):  # scan or end before any frame header
+        elif marker == 0xDA or marker == 0xD9:  # scan or end before any frame header
             return None
         elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # no length
             pos += 2
         else:
-            length = struct.unpack_from(">H", b, pos + 2)[0]
+            length = b[pos + 2] << 8 | b[pos + 3]
             if length < 2:
                 return None
             pos += 2 + length
