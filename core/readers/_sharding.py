@@ -213,9 +213,12 @@ class ShardedLoader:
         # batch of 128 spent ~1 ms of GIL time in this arithmetic on the H100: BENCHMARKS.md,
         # "Where the host time goes").
         self._epoch_len = (self._epoch, self.epoch_length(self._epoch))
-        return [self._next(i, batch_size) for i in range(batch_size)]
+        # The shuffle's uniform draws, one call per batch (a Generator call per sample cost
+        # ~3 us of GIL each); sample k picks slot floor(draws[k] * current) of the ring.
+        draws = self.rng.random(batch_size).tolist() if self.shuffle else None
+        return [self._next(i, draws) for i in range(batch_size)]
 
-    def _next(self, pos_in_batch: int, batch_size: int) -> int:
+    def _next(self, pos_in_batch: int, draws: list[float] | None) -> int:
         if not self._filled:
             self._ring = [self._read() for _ in range(self.fill)]
             self._filled = True
@@ -233,7 +236,7 @@ class ShardedLoader:
         # Current-epoch samples are the oldest slots of the ring (new reads go in as newest).
         current = self._per_epoch[self._epoch]
         ring, head, size = self._ring, self._head, self.fill
-        j = int(self.rng.integers(current)) if self.shuffle and current > 1 else 0
+        j = int(draws[pos_in_batch] * current) if draws is not None and current > 1 else 0
         if j:
             other = (head + j) % size
             ring[head], ring[other] = ring[other], ring[head]
