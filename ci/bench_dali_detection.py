@@ -239,7 +239,7 @@ def dle_ssd(args, batch, threads, gpu, file_root, annotations, dboxes):
         default_boxes=dboxes,
         device_id=0 if gpu else None,
         num_shards=1,
-        output_fp16=gpu,  # DLE's --amp default; float16 CMN on the CPU is not DALI's
+        output_fp16=True,  # main.py's --amp default
         output_nhwc=False,
         pad_output=False,
         num_threads=threads,
@@ -253,8 +253,9 @@ def dle_ssd(args, batch, threads, gpu, file_root, annotations, dboxes):
         # DLE's train_loop: img = data[0][0][0], bbox = data[0][1][0], label = data[0][2][0]
         img, bbox, label, offsets = data[0][0][0], data[0][1][0], data[0][2][0], data[0][3][0]
         n = img.shape[0]
+        assert img.shape == (n, 3, 300, 300), img.shape
         assert bbox.shape == (n * 8732, 4) and label.shape == (n * 8732,), (bbox.shape, n)
-        assert int(offsets[-1]) == n * 8732
+        assert int(offsets[-1]) == n * 8732 and str(img.dtype) == "torch.float16", img.dtype
         value = img.view(n, -1)[:, 0].float().sum() + bbox[:, 2].sum() + label.long().sum()
         return n, value
 
@@ -275,7 +276,7 @@ def dali_example_ssd(args, batch, threads, gpu, file_root, annotations, dboxes):
         num_workers=threads,
         train_coco_root=file_root,
         train_annotate=annotations,
-        fp16=gpu,  # the example's --fp16-mode default; not on the CPU (DALI has no fp16 CMN)
+        fp16=True,  # the example's --fp16-mode default
     )
     pipe = ns["COCOPipeline"](LtrbList(dboxes), example_args, seed=1234)
     it = DALIGenericIterator(
@@ -289,6 +290,7 @@ def dali_example_ssd(args, batch, threads, gpu, file_root, annotations, dboxes):
         img, bbox, label = data[0]["images"], data[0]["boxes"], data[0]["labels"]
         n = img.shape[0]
         assert bbox.shape == (n, 8732, 4) and label.shape == (n, 8732), (bbox.shape, n)
+        assert img.shape == (n, 3, 300, 300) and str(img.dtype) == "torch.float16", img.dtype
         return n, img.view(n, -1)[:, 0].float().sum() + bbox[..., 2].sum() + label.long().sum()
 
     return pipe, Epochs(it), use
