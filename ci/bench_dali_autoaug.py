@@ -1,0 +1,248 @@
+"""Side by side with NVIDIA DALI: DALI's EfficientNet example (automatic augmentation) and its
+resnet50 example in ``dali_proxy`` mode, run unchanged but for imports.
+
+    python3 ci/bench_dali_autoaug.py --examples .ext [--only ...] [--rounds 1] [--json out.json]
+
+The pipelines come from the example's own files, read from ``--examples DIR`` (not part of this
+repository: copies of NVIDIA/DALI's ``docs/examples/use_cases/pytorch/efficientnet/
+image_classification/dali.py`` as ``dali_effnet_dali.py`` and of its ``dataloaders.py`` as
+``dali_effnet_dataloaders.py``, and of ``docs/examples/use_cases/pytorch/resnet50/main.py``
+as ``dali_resnet50_main.py``), with only their imports pointing at dlpipe on the dlpipe side:
+
+* ``effnet-train-autoaugment`` / ``effnet-train-trivialaugment``: the example's
+  ``get_dali_train_loader(dali_device="gpu")`` as its ``main.py`` calls it with its defaults
+  (``--automatic-augmentation``, bicubic, 224, NHWC memory format so the pipeline gives "HWC",
+  mixup on so the labels are one-hot on the GPU), batch 128 (the readme's benchmark), so
+  ``training_pipe`` (mixed random-crop decode, resize, flip, AutoAugment's ImageNet policy or
+  TrivialAugment Wide on the GPU through conditionals, crop_mirror_normalize) is iterated by
+  the example's ``DALIWrapper`` over ``DALIClassificationIterator(reader_name="Reader",
+  fill_last_batch=False)``.
+* ``effnet-val``: ``get_dali_val_loader()`` (mixed decode, resize_shorter 256, crop 224).
+* ``cpu-effnet-*``: the same pipelines entirely on the CPU (``device_id=None``): the example's
+  ``dali_device="cpu"`` still moves images to the GPU before the augmentations, so this variant
+  drops that ``.gpu()`` and decodes on the CPU; iterated like ``DALIWrapper`` without its
+  ``.cuda()``. They run where no GPU is (the local check) and measure the CPU operators.
+* ``rn50-proxy``: the resnet50 example's ``--data-backend dali_proxy`` path: its
+  ``create_dali_pipeline`` (external-source variant) behind ``dali_proxy.DALIServer``, fed by a
+  torch ``DataLoader`` whose workers read the files (see :func:`rn50_proxy`).
+
+The data are ``bench_gpu.ensure_dataset``'s photo-like JPEGs (``--data``), of which a subset of
+:data:`PER_CLASS` files per class (symlinks, in ``train/`` and ``val/`` class folders as the
+examples expect) keeps a cell near 25 s per library.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import tempfile
+import types as pytypes
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_dali  # noqa: E402
+
+PER_CLASS = 500  # GPU cells: 20 classes x 500 = 10,000 images an epoch
+CPU_PER_CLASS = 16  # CPU cells: 320 images an epoch
+BATCH = 128  # the readme's benchmark (main.py's default is 64)
+CPU_BATCH = 32
+# the pipeline's threads; the example's --workers default (4) is per GPU of an 8-GPU DGX
+THREADS = int(os.environ.get("DLPIPE_BENCH_THREADS", "16"))
+CPU_THREADS = int(os.environ.get("DLPIPE_BENCH_CPU_THREADS", str(min(16, os.cpu_count() or 1))))
+IMAGE_SIZE = 224  # main.py: --image-size 224
+NUM_CLASSES = 1000  # efficientnet-b0's classifier
+
+# cell -> (pipeline, automatic_augmentation, on the GPU)
+CELLS = {
+    "effnet-train-autoaugment": ("train", "autoaugment", True),
+    "effnet-train-trivialaugment": ("train", "trivialaugment", True),
+    "effnet-val": ("val", None, True),
+    "cpu-effnet-train-autoaugment": ("train", "autoaugment", False),
+    "cpu-effnet-train-trivialaugment": ("train", "trivialaugment", False),
+    "cpu-effnet-val": ("val", None, False),
+}
+
+EFFNET_DEFS = [
+    "processing_training_pipe",
+    "training_pipe",
+    "training_pipe_external_source",
+    "processing_validation_pipe",
+    "validation_pipe",
+    "validation_pipe_external_source",
+]
+LOADER_DEFS = ["DALIWrapper", "get_dali_train_loader", "get_dali_val_loader", "expand"]
+
+
+def subset_root(data: str, per_class: int) -> str:
+    """Where the cells' subset of ``data`` lives (``train/`` and ``val/`` inside)."""
+    return os.path.join(os.path.dirname(os.path.abspath(data)), f"autoaug-{per_class}")
+
+
+def prepare(args) -> None:
+    """The photo-like set, then the subsets (class folders of symlinks) the cells read."""
+    from bench_gpu import ensure_dataset
+
+    ensure_dataset(args.data, args.images)
+    for per_class in (PER_CLASS, CPU_PER_CLASS):
+        root = subset_root(args.data, per_class)
+        for split in ("train", "val"):
+            bench_dali.ensure_cpu_subset(args.data, os.path.join(root, split), per_class)
+
+
+# --- the example's files --------------------------------------------------------------------
+
+
+def _optional_import(node) -> bool:
+    """bench_dali.load_defs skips every import naming "experimental" (written for the
+    resnet50 example's DataLoader proxy, which dlpipe lacked); the EfficientNet example takes
+    ``pipeline_def`` from ``nvidia.dali.pipeline.experimental``, and both libraries now have
+    the proxy: only apex stays optional."""
+    return "apex" in ast.unparse(node)
+
+
+bench_dali._optional_import = _optional_import
+
+
+def cpu_variant(path: str) -> str:
+    """A copy of the example's ``dali.py`` with every operator on the CPU: its ``.gpu()``
+    (which the example applies whatever ``dali_device`` says) dropped and its mixed decoders
+    on the CPU. Only for the ``cpu-*`` cells."""
+    with open(path) as f:
+        text = f.read()
+    edits = [("images = images.gpu()", "images = images"), ('device="mixed"', 'device="cpu"')]
+    for old, new in edits:
+        if old not in text:
+            raise RuntimeError(f"{path}: {old!r} not found; the CPU variant needs updating")
+        text = text.replace(old, new)
+    out = os.path.join(tempfile.mkdtemp(prefix="autoaug-"), "dali_effnet_dali_cpu.py")
+    with open(out, "w") as f:
+        f.write(text)
+    return out
+
+
+def load_effnet(args, lib: str, cpu: bool) -> tuple[dict, dict]:
+    """The example's ``image_classification.dali`` definitions and its DALI loaders
+    (``dataloaders.py``), each file's imports rewritten for dlpipe on the dlpipe side. The
+    loaders import ``image_classification.dali``: it is registered as that module."""
+    path = os.path.join(args.examples, "dali_effnet_dali.py")
+    pipes = bench_dali.load_defs(cpu_variant(path) if cpu else path, EFFNET_DEFS, lib)
+    package = pytypes.ModuleType("image_classification")
+    package.__path__ = []  # a package: its other modules (autoaugment, ...) are absent
+    module = pytypes.ModuleType("image_classification.dali")
+    module.__dict__.update(pipes)
+    package.dali = module
+    sys.modules["image_classification"] = package
+    sys.modules["image_classification.dali"] = module
+    loaders = bench_dali.load_defs(
+        os.path.join(args.examples, "dali_effnet_dataloaders.py"), LOADER_DEFS, lib
+    )
+    return pipes, loaders
+
+
+class CpuWrapper:
+    """The example's ``DALIWrapper`` (NHWC output seen as NCHW, labels flattened to int64,
+    ``reset`` after each epoch) without its ``.cuda()``: for the CPU cells."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        import torch
+
+        for data in self.loader:
+            x = data[0]["data"]
+            n, h, w, c = x.shape
+            s = x.stride()
+            yield (
+                torch.as_strided(x, size=(n, c, h, w), stride=(s[0], s[3], s[1], s[2])),
+                torch.reshape(data[0]["label"], [-1]).long(),
+            )
+        self.loader.reset()
+
+
+def _iterator_class(lib: str):
+    if lib == "dali":
+        from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+    else:
+        from dlpipe.plugins.pytorch import DALIClassificationIterator
+    return DALIClassificationIterator
+
+
+def effnet(args) -> None:
+    """One EfficientNet cell: the example's loader, consumed as its training loop does."""
+    import torch
+
+    kind, augmentation, on_gpu = CELLS[args.cell]
+    pipes, loaders = load_effnet(args, args.lib, cpu=not on_gpu)
+    if on_gpu:
+        root = subset_root(args.data, PER_CLASS)
+        common = dict(
+            data_path=root,
+            image_size=IMAGE_SIZE,
+            batch_size=BATCH,
+            num_classes=NUM_CLASSES,
+            interpolation="bicubic",
+            workers=THREADS,
+            memory_format=torch.channels_last,
+        )
+        if kind == "train":
+            # main.py: one_hot = mixup > 0 (its default mixup is 0.2)
+            get = loaders["get_dali_train_loader"](dali_device="gpu")
+            it, _ = get(one_hot=True, augmentation=augmentation, **common)
+        else:
+            it, _ = loaders["get_dali_val_loader"]()(one_hot=False, **common)
+        pipe, batch = it.loader._pipes[0], BATCH
+    else:
+        root = subset_root(args.data, CPU_PER_CLASS)
+        kw = dict(
+            interpolation=pipes["types"].INTERP_CUBIC,  # the example's own types import
+            output_layout="HWC",
+            batch_size=CPU_BATCH,
+            num_threads=CPU_THREADS,
+            device_id=None,
+            seed=12,
+        )
+        if kind == "train":
+            pipe = pipes["training_pipe"](
+                data_dir=os.path.join(root, "train"),
+                image_size=IMAGE_SIZE,
+                automatic_augmentation=augmentation,
+                dali_device="cpu",
+                **kw,
+            )
+        else:
+            pipe = pipes["validation_pipe"](
+                data_dir=os.path.join(root, "val"),
+                image_size=IMAGE_SIZE + 32,
+                image_crop=IMAGE_SIZE,
+                **kw,
+            )
+        loader = _iterator_class(args.lib)(pipe, reader_name="Reader", fill_last_batch=False)
+        it, batch = CpuWrapper(loader), CPU_BATCH
+
+    def use(data):
+        x, y = data
+        return x.shape[0], x[:, 0, 0, 0].float().sum() + y.float().sum()
+
+    bench_dali.measure(args, pipe, it, use, batch, on_gpu=on_gpu)
+
+
+def child(args) -> None:
+    if args.cell in CELLS:
+        return effnet(args)
+    raise SystemExit(f"unknown cell {args.cell!r}")
+
+
+SUITE = bench_dali.Suite(
+    script=os.path.abspath(__file__),
+    cells=list(CELLS),
+    child=child,
+    prepare=prepare,
+    description=__doc__.split("\n")[0],
+    example_cells=frozenset(CELLS),
+    # the examples take their shard from torch.distributed, which these children don't start
+    single_gpu_cells=frozenset(CELLS),
+)
+
+if __name__ == "__main__":
+    bench_dali.main(SUITE)
