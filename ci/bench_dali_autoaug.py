@@ -62,6 +62,10 @@ CELLS = {
     "cpu-effnet-val": ("val", None, False),
 }
 
+PROXY_CELLS = ("rn50-proxy", "cpu-rn50-proxy")
+PROXY_WORKERS = int(os.environ.get("DLPIPE_BENCH_PROXY_WORKERS", "8"))  # -j: DataLoader workers
+CPU_PROXY_WORKERS = 2
+
 EFFNET_DEFS = [
     "processing_training_pipe",
     "training_pipe",
@@ -103,21 +107,29 @@ def _optional_import(node) -> bool:
 bench_dali._optional_import = _optional_import
 
 
-def cpu_variant(path: str) -> str:
-    """A copy of the example's ``dali.py`` with every operator on the CPU: its ``.gpu()``
-    (which the example applies whatever ``dali_device`` says) dropped and its mixed decoders
-    on the CPU. Only for the ``cpu-*`` cells."""
+def cpu_variant(path: str, edits: list[tuple[str, str]]) -> str:
+    """A copy of an example's file with ``edits`` (old, new) made, for the ``cpu-*`` cells:
+    the examples move images to the GPU (``.gpu()``) whatever their CPU option says."""
     with open(path) as f:
         text = f.read()
-    edits = [("images = images.gpu()", "images = images"), ('device="mixed"', 'device="cpu"')]
     for old, new in edits:
         if old not in text:
             raise RuntimeError(f"{path}: {old!r} not found; the CPU variant needs updating")
         text = text.replace(old, new)
-    out = os.path.join(tempfile.mkdtemp(prefix="autoaug-"), "dali_effnet_dali_cpu.py")
+    name = os.path.basename(path).replace(".py", "_cpu.py")
+    out = os.path.join(tempfile.mkdtemp(prefix="autoaug-"), name)
     with open(out, "w") as f:
         f.write(text)
     return out
+
+
+# the EfficientNet example on the CPU: no .gpu(), CPU decoders
+EFFNET_CPU_EDITS = [
+    ("images = images.gpu()", "images = images"),
+    ('device="mixed"', 'device="cpu"'),
+]
+# the resnet50 example with dali_cpu=True, but crop_mirror_normalize on the CPU too
+RN50_CPU_EDITS = [("images.gpu(),", "images,")]
 
 
 def load_effnet(args, lib: str, cpu: bool) -> tuple[dict, dict]:
@@ -125,7 +137,8 @@ def load_effnet(args, lib: str, cpu: bool) -> tuple[dict, dict]:
     (``dataloaders.py``), each file's imports rewritten for dlpipe on the dlpipe side. The
     loaders import ``image_classification.dali``: it is registered as that module."""
     path = os.path.join(args.examples, "dali_effnet_dali.py")
-    pipes = bench_dali.load_defs(cpu_variant(path) if cpu else path, EFFNET_DEFS, lib)
+    path = cpu_variant(path, EFFNET_CPU_EDITS) if cpu else path
+    pipes = bench_dali.load_defs(path, EFFNET_DEFS, lib)
     package = pytypes.ModuleType("image_classification")
     package.__path__ = []  # a package: its other modules (autoaugment, ...) are absent
     module = pytypes.ModuleType("image_classification.dali")
@@ -227,21 +240,146 @@ def effnet(args) -> None:
     bench_dali.measure(args, pipe, it, use, batch, on_gpu=on_gpu)
 
 
+# --- the resnet50 example's dali_proxy mode ----------------------------------------------------
+
+
+class _ImageFolder:
+    """``torchvision.datasets.ImageFolder``'s listing (sorted class folders, their sorted
+    files, the class index as target), used only where torchvision is absent (the local
+    check; the GPU machine has torchvision)."""
+
+    def __init__(self, root, transform=None, loader=None):
+        classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+        self.samples = [
+            (os.path.join(root, c, f), i)
+            for i, c in enumerate(classes)
+            for f in sorted(os.listdir(os.path.join(root, c)))
+            if f.lower().endswith((".jpg", ".jpeg"))
+        ]
+        self.transform, self.loader = transform, loader
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, index):
+        path, target = self.samples[index]
+        return self.transform(self.loader(path)), target
+
+
+class _ServedEpochs:
+    """What :func:`bench_dali.measure` loops over, once per epoch: the example's training
+    loop, ``data_prefetcher(train_loader, do_normalize=False)`` over the proxy's DataLoader
+    (on the CPU, the DataLoader itself: the prefetcher needs CUDA)."""
+
+    def __init__(self, loader, prefetcher):
+        self.loader, self.prefetcher = loader, prefetcher
+
+    def __iter__(self):
+        if self.prefetcher is None:
+            return iter(self.loader)
+        return iter(self.prefetcher(self.loader, do_normalize=False))
+
+
+class _ServedPipe:
+    """The pipeline as :func:`bench_dali.measure` sees it: ``stats()`` from the pipeline;
+    ``close()`` leaves the server's context (as the example's ``with train_loader_ctx``
+    does) before closing the pipeline."""
+
+    def __init__(self, pipe, server):
+        self.pipe, self.server = pipe, server
+
+    def stats(self):
+        return self.pipe.stats()
+
+    def trace(self, path):
+        return self.pipe.trace(path)
+
+    def close(self):
+        self.server.__exit__(None, None, None)
+        if hasattr(self.pipe, "close"):
+            self.pipe.close()
+
+
+def rn50_proxy(args) -> None:
+    """DALI's resnet50 example with ``--data_loader dali_proxy``, training: its
+    ``create_dali_proxy_pipeline`` (external source of file names, file read, random-crop
+    decode, resize, crop_mirror_normalize) behind ``dali_proxy.DALIServer``, an
+    ``ImageFolder`` whose transform is the server's proxy and whose loader encodes the path,
+    and ``dali_proxy.DataLoader`` with ``--workers`` worker processes, as ``main()`` builds
+    them; consumed through ``data_prefetcher`` as ``train()`` does."""
+    on_gpu = args.cell == "rn50-proxy"
+    if not on_gpu:
+        import torch
+
+        if not torch.cuda.is_available():  # DALI's proxy marks its steps with torch's NVTX,
+            for name in ("range_push", "range_pop"):  # which a CPU-only torch lacks
+                setattr(torch.cuda.nvtx, name, lambda *a, **k: None)
+    path = os.path.join(args.examples, "dali_resnet50_main_proxy.py")
+    if not on_gpu:
+        path = cpu_variant(path, RN50_CPU_EDITS)
+    ns = bench_dali.load_defs(
+        path, ["image_processing_func", "create_dali_proxy_pipeline", "data_prefetcher"], args.lib
+    )
+    dali_proxy, np = ns["dali_proxy"], ns["np"]
+    image_folder = ns["datasets"].ImageFolder if "datasets" in ns else _ImageFolder
+    root = subset_root(args.data, PER_CLASS if on_gpu else CPU_PER_CLASS)
+    batch = BATCH if on_gpu else CPU_BATCH
+    workers = PROXY_WORKERS if on_gpu else CPU_PROXY_WORKERS
+
+    def read_filepath(path):  # main()'s own
+        return np.frombuffer(path.encode(), dtype=np.int8)
+
+    train_pipe = ns["create_dali_proxy_pipeline"](
+        batch_size=batch,
+        num_threads=workers,
+        device_id=0 if on_gpu else None,
+        seed=12,
+        crop=224,
+        size=256,
+        dali_cpu=not on_gpu,
+        is_training=True,
+    )
+    server = dali_proxy.DALIServer(train_pipe)
+    dataset = image_folder(
+        os.path.join(root, "train"), transform=server.proxy, loader=read_filepath
+    )
+    loader = dali_proxy.DataLoader(
+        server,
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=on_gpu,  # the example's True; without CUDA torch only warns
+        sampler=None,
+        collate_fn=None,
+    )
+    server.__enter__()  # main(): with train_loader_ctx, val_loader_ctx: ...
+    it = _ServedEpochs(loader, ns["data_prefetcher"] if on_gpu else None)
+
+    def use(data):
+        x, y = data
+        return x.shape[0], x[:, 0, 0, 0].float().sum() + y.float().sum()
+
+    bench_dali.measure(args, _ServedPipe(train_pipe, server), it, use, batch, on_gpu=on_gpu)
+
+
 def child(args) -> None:
     if args.cell in CELLS:
         return effnet(args)
+    if args.cell in PROXY_CELLS:
+        return rn50_proxy(args)
     raise SystemExit(f"unknown cell {args.cell!r}")
 
 
 SUITE = bench_dali.Suite(
     script=os.path.abspath(__file__),
-    cells=list(CELLS),
+    cells=list(CELLS) + list(PROXY_CELLS),
     child=child,
     prepare=prepare,
     description=__doc__.split("\n")[0],
-    example_cells=frozenset(CELLS),
+    example_cells=frozenset(CELLS) | frozenset(PROXY_CELLS),
     # the examples take their shard from torch.distributed, which these children don't start
-    single_gpu_cells=frozenset(CELLS),
+    single_gpu_cells=frozenset(CELLS) | frozenset(PROXY_CELLS),
 )
 
 if __name__ == "__main__":
