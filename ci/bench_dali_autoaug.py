@@ -1,34 +1,46 @@
 """Side by side with NVIDIA DALI: DALI's EfficientNet example (automatic augmentation) and its
 resnet50 example in ``dali_proxy`` mode, run unchanged but for imports.
 
-    python3 ci/bench_dali_autoaug.py --examples .ext [--only ...] [--rounds 1] [--json out.json]
+    python3 ci/bench_dali_autoaug.py --examples .ext \
+        --only effnet-train-autoaugment,effnet-train-trivialaugment,effnet-val,rn50-proxy
 
-The pipelines come from the example's own files, read from ``--examples DIR`` (not part of this
-repository: copies of NVIDIA/DALI's ``docs/examples/use_cases/pytorch/efficientnet/
-image_classification/dali.py`` as ``dali_effnet_dali.py`` and of its ``dataloaders.py`` as
-``dali_effnet_dataloaders.py``, and of ``docs/examples/use_cases/pytorch/resnet50/main.py``
-as ``dali_resnet50_main.py``), with only their imports pointing at dlpipe on the dlpipe side:
+The pipelines come from the examples' own files, read from ``--examples DIR`` (not part of this
+repository), with only their imports pointing at dlpipe on the dlpipe side:
+
+* ``dali_effnet_dali.py``: NVIDIA/DALI ``docs/examples/use_cases/pytorch/efficientnet/
+  image_classification/dali.py``, whole;
+* ``dali_effnet_dataloaders.py``: the DALI loaders of the ``dataloaders.py`` beside it;
+* ``dali_resnet50_main_proxy.py``: the imports, pipelines and ``data_prefetcher`` of
+  ``docs/examples/use_cases/pytorch/resnet50/main.py`` (the version with ``--data_loader``).
+
+Cells:
 
 * ``effnet-train-autoaugment`` / ``effnet-train-trivialaugment``: the example's
-  ``get_dali_train_loader(dali_device="gpu")`` as its ``main.py`` calls it with its defaults
-  (``--automatic-augmentation``, bicubic, 224, NHWC memory format so the pipeline gives "HWC",
-  mixup on so the labels are one-hot on the GPU), batch 128 (the readme's benchmark), so
+  ``get_dali_train_loader(dali_device="gpu")`` called as its ``main.py`` calls it, with its
+  defaults (``--automatic-augmentation``, bicubic, 224, NHWC memory format so the pipeline gives
+  "HWC", mixup 0.2 so the labels are one-hot on the GPU) and batch 128 (the readme's benchmark):
   ``training_pipe`` (mixed random-crop decode, resize, flip, AutoAugment's ImageNet policy or
-  TrivialAugment Wide on the GPU through conditionals, crop_mirror_normalize) is iterated by
-  the example's ``DALIWrapper`` over ``DALIClassificationIterator(reader_name="Reader",
+  TrivialAugment Wide on the GPU through conditionals, crop_mirror_normalize), iterated by the
+  example's ``DALIWrapper`` over ``DALIClassificationIterator(reader_name="Reader",
   fill_last_batch=False)``.
 * ``effnet-val``: ``get_dali_val_loader()`` (mixed decode, resize_shorter 256, crop 224).
-* ``cpu-effnet-*``: the same pipelines entirely on the CPU (``device_id=None``): the example's
-  ``dali_device="cpu"`` still moves images to the GPU before the augmentations, so this variant
-  drops that ``.gpu()`` and decodes on the CPU; iterated like ``DALIWrapper`` without its
-  ``.cuda()``. They run where no GPU is (the local check) and measure the CPU operators.
-* ``rn50-proxy``: the resnet50 example's ``--data-backend dali_proxy`` path: its
-  ``create_dali_pipeline`` (external-source variant) behind ``dali_proxy.DALIServer``, fed by a
-  torch ``DataLoader`` whose workers read the files (see :func:`rn50_proxy`).
+* ``rn50-proxy``: the resnet50 example's ``--data_loader dali_proxy`` training loader: its
+  ``create_dali_proxy_pipeline`` behind ``dali_proxy.DALIServer``, fed by the proxy's
+  ``DataLoader`` whose worker processes list and name the files (see :func:`rn50_proxy`).
+* ``cpu-*``: the same programs entirely on the CPU (``device_id=None``). The examples move the
+  images to the GPU whatever their CPU option says (``dali_device="cpu"``, ``dali_cpu=True``),
+  so these variants drop that ``.gpu()`` and decode on the CPU; they are what runs where no GPU
+  is (the local check), and measure the CPU operators.
 
-The data are ``bench_gpu.ensure_dataset``'s photo-like JPEGs (``--data``), of which a subset of
-:data:`PER_CLASS` files per class (symlinks, in ``train/`` and ``val/`` class folders as the
-examples expect) keeps a cell near 25 s per library.
+Data: ``bench_gpu.ensure_dataset``'s photo-like JPEGs (``--data``), of which a subset of
+``PER_CLASS`` files per class (symlinks, in ``train/`` and ``val/`` class folders as the
+examples expect) keeps a cell near 25 s per library. The environment sets the sizes (both
+libraries' children read it): ``DLPIPE_BENCH_PER_CLASS`` (500: 10,000 images an epoch),
+``DLPIPE_BENCH_THREADS`` (16: the pipelines' ``num_threads``; the examples' ``--workers``
+default of 4 is per GPU of an 8-GPU DGX), ``DLPIPE_BENCH_PROXY_WORKERS`` (8: the proxy's
+DataLoader workers and its pipeline's threads, one ``--workers`` in the example), and for the
+CPU cells ``DLPIPE_BENCH_CPU_PER_CLASS`` (100), ``DLPIPE_BENCH_CPU_BATCH`` (128),
+``DLPIPE_BENCH_CPU_THREADS`` (the cores, at most 16).
 """
 
 from __future__ import annotations
@@ -42,13 +54,20 @@ import types as pytypes
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_dali  # noqa: E402
 
-PER_CLASS = 500  # GPU cells: 20 classes x 500 = 10,000 images an epoch
-CPU_PER_CLASS = 16  # CPU cells: 320 images an epoch
+
+def _env(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+CORES = os.cpu_count() or 1
+PER_CLASS = _env("DLPIPE_BENCH_PER_CLASS", 500)  # GPU cells: 20 classes
 BATCH = 128  # the readme's benchmark (main.py's default is 64)
-CPU_BATCH = 32
-# the pipeline's threads; the example's --workers default (4) is per GPU of an 8-GPU DGX
-THREADS = int(os.environ.get("DLPIPE_BENCH_THREADS", "16"))
-CPU_THREADS = int(os.environ.get("DLPIPE_BENCH_CPU_THREADS", str(min(16, os.cpu_count() or 1))))
+THREADS = _env("DLPIPE_BENCH_THREADS", 16)
+PROXY_WORKERS = _env("DLPIPE_BENCH_PROXY_WORKERS", 8)
+CPU_PER_CLASS = _env("DLPIPE_BENCH_CPU_PER_CLASS", 100)
+CPU_BATCH = _env("DLPIPE_BENCH_CPU_BATCH", 128)
+CPU_THREADS = _env("DLPIPE_BENCH_CPU_THREADS", min(16, CORES))
+CPU_PROXY_WORKERS = min(8, CORES)
 IMAGE_SIZE = 224  # main.py: --image-size 224
 NUM_CLASSES = 1000  # efficientnet-b0's classifier
 
@@ -63,8 +82,6 @@ CELLS = {
 }
 
 PROXY_CELLS = ("rn50-proxy", "cpu-rn50-proxy")
-PROXY_WORKERS = int(os.environ.get("DLPIPE_BENCH_PROXY_WORKERS", "8"))  # -j: DataLoader workers
-CPU_PROXY_WORKERS = 2
 
 EFFNET_DEFS = [
     "processing_training_pipe",
