@@ -45,7 +45,6 @@ CPU cells ``DLPIPE_BENCH_CPU_PER_CLASS`` (100), ``DLPIPE_BENCH_CPU_BATCH`` (128)
 
 from __future__ import annotations
 
-import ast
 import os
 import sys
 import tempfile
@@ -111,17 +110,6 @@ def prepare(args) -> None:
 
 
 # --- the example's files --------------------------------------------------------------------
-
-
-def _optional_import(node) -> bool:
-    """bench_dali.load_defs skips every import naming "experimental" (written for the
-    resnet50 example's DataLoader proxy, which dlpipe lacked); the EfficientNet example takes
-    ``pipeline_def`` from ``nvidia.dali.pipeline.experimental``, and both libraries now have
-    the proxy: only apex stays optional."""
-    return "apex" in ast.unparse(node)
-
-
-bench_dali._optional_import = _optional_import
 
 
 def cpu_variant(path: str, edits: list[tuple[str, str]]) -> str:
