@@ -71,6 +71,10 @@ CELLS = {
     "jasper-val-cpuprep": (False, "cpu"),
     "jasper-train-host": (True, "host"),
     "jasper-val-host": (False, "host"),
+    "nemo-train": (True, "gpu"),
+    "nemo-val": (False, "gpu"),
+    "nemo-train-host": (True, "host"),
+    "nemo-val-host": (False, "host"),
 }
 DEFAULTS = {"--data": "/tmp/dlpipe-bench/speech", "--images": "3000", "--examples": ".ext"}
 
@@ -229,6 +233,8 @@ def _without_gpu(lib: str) -> None:
 
 def child(args) -> None:
     """One cell on one library: DLE's DaliDataLoader over the manifest, whole epochs."""
+    if args.cell.startswith("nemo"):
+        return nemo_child(args)
     train, device = CELLS[args.cell]
     host = device == "host"
     if host:
@@ -259,6 +265,161 @@ def child(args) -> None:
     # `for batch in loader` (train.py): iter(loader) is the auto-resetting DaliJasperIterator,
     # so every pass is one epoch
     bench_dali.measure(args, made[0], loader, use, BATCH, on_gpu=not host)
+
+
+# --- NeMo: nemo/collections/asr/data/audio_to_text_dali.py ---------------------------------------
+
+# QuartzNet15x5's model.preprocessor (examples/asr/conf/quartznet/quartznet_15x5.yaml)
+NEMO_PREPROCESSOR = {
+    "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+    "normalize": "per_feature",
+    "window_size": 0.02,
+    "sample_rate": SR,
+    "window_stride": 0.01,
+    "window": "hann",
+    "features": 64,
+    "n_fft": 512,
+    "frame_splicing": 1,
+    "dither": 0.00001,
+}
+
+
+class NemoConfig(dict):
+    """A stand-in for omegaconf's DictConfig: keys read as items or attributes."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+class ManifestProcessor:
+    """A stand-in for NeMo's ``ASRManifestProcessor`` as the DALI dataset uses it: the
+    manifests' transcripts, filtered by duration as NeMo's ``ASRAudioText`` collection does and
+    tokenized once (``process_text_by_id`` -> (tokens, length))."""
+
+    def __init__(
+        self,
+        manifest_filepath,
+        parser,
+        max_duration=None,
+        min_duration=None,
+        max_utts=0,
+        bos_id=None,
+        eos_id=None,
+        pad_id=0,
+        index_by_file_id=False,
+    ):
+        assert not index_by_file_id and not max_utts
+        self.parser, self.bos_id, self.eos_id, self.pad_id = parser, bos_id, eos_id, pad_id
+        self.tokens = []
+        for path in manifest_filepath.split(","):
+            with open(path) as f:
+                for line in f:
+                    item = json.loads(line)
+                    if min_duration is not None and item["duration"] < min_duration:
+                        continue
+                    if max_duration is not None and item["duration"] > max_duration:
+                        continue
+                    self.tokens.append(parser(item["text"]))
+
+    def process_text_by_id(self, index):
+        t = list(self.tokens[index])
+        if self.bos_id is not None:
+            t = [self.bos_id] + t
+        if self.eos_id is not None:
+            t = t + [self.eos_id]
+        return t, len(t)
+
+
+def make_parser(labels, name="en", unk_id=-1, blank_id=-1, do_normalize=True):
+    """A stand-in for NeMo's character parser on the generated (ASCII, digit-free) text:
+    lowercased, each character in ``labels`` to its index, the others dropped."""
+    ids = {c: i for i, c in enumerate(labels)}
+
+    def parse(text):
+        text = clean_text(text, ["english_cleaners"], punctuation_map(labels))
+        return [ids[c] for c in text.strip() if c in ids]
+
+    return parse
+
+
+def _nemo_stubs() -> None:
+    """Modules NeMo's file imports besides DALI (NeMo itself, omegaconf), as stand-ins."""
+
+    def module(name, **attrs):
+        m = pytypes.ModuleType(name)
+        m.__dict__.update(attrs)
+        sys.modules[name] = m
+        return m
+
+    info = pytypes.SimpleNamespace(info=lambda *a, **k: None, warning=print)
+    module("nemo")
+    module("nemo.utils", logging=info, model_utils=pytypes.SimpleNamespace())
+    module("nemo.collections")
+    module("nemo.collections.asr")
+    module("nemo.collections.asr.data")
+    module(
+        "nemo.collections.asr.data.audio_to_text",
+        ASRManifestProcessor=ManifestProcessor,
+        expand_sharded_filepaths=None,
+    )
+    module("nemo.collections.common")
+    module("nemo.collections.common.parts")
+    parsers = module("nemo.collections.common.parts.preprocessing.parsers", make_parser=make_parser)
+    module("nemo.collections.common.parts.preprocessing", parsers=parsers)
+    try:
+        import omegaconf  # noqa: F401
+    except ImportError:
+        module("omegaconf", DictConfig=NemoConfig)
+
+
+def nemo_child(args) -> None:
+    """NeMo's ``AudioToCharDALIDataset`` as ``get_dali_char_dataset`` makes it from
+    QuartzNet15x5's ``train_ds`` / ``validation_ds``, iterated as NeMo's training loop does."""
+    train, device = CELLS[args.cell]
+    host = device == "host"
+    _nemo_stubs()
+    ns = load_ported(
+        os.path.join(args.examples, "nemo_audio_to_text_dali.py"),
+        ["DALIOutputs", "_AudioTextDALIDataset", "AudioToCharDALIDataset"],
+        args.lib,
+    )
+    ns["HAVE_DALI"] = True  # set in the file's try: import nvidia.dali
+    manifest = os.path.join(args.data, f"nemo-manifest{'-host' if host else ''}.json")
+    # get_dali_char_dataset(config, shuffle=config['shuffle'], ...): the config's keys, the
+    # .get() defaults for the others; device 'gpu' when torch.cuda.is_available()
+    ds = ns["AudioToCharDALIDataset"](
+        manifest_filepath=manifest,
+        device="cpu" if host else "gpu",
+        batch_size=BATCH,
+        labels=LABELS,
+        sample_rate=SR,
+        audio_tar_filepaths=None,
+        audio_tar_index_filepaths=None,
+        max_duration=16.7 if train else None,
+        min_duration=None,
+        blank_index=-1,
+        unk_index=-1,
+        normalize=False,
+        trim=train,  # train_ds: trim_silence: True
+        parser="en",
+        shuffle=train,
+        shard_strategy="scatter",
+        device_id=args.rank,
+        global_rank=0,
+        world_size=1,
+        preprocessor_cfg=NemoConfig(NEMO_PREPROCESSOR),
+        return_sample_id=False,
+    )
+
+    def use(batch):
+        signal, signal_len, transcript, transcript_len = (batch[i] for i in range(4))
+        value = signal[:, :, 0].sum() + signal_len.sum() + int(transcript_len.sum())
+        return signal.shape[0], value
+
+    bench_dali.measure(args, ds.pipe, ds, use, BATCH, on_gpu=not host)
 
 
 # --- the data ------------------------------------------------------------------------------------
@@ -353,15 +514,17 @@ def prepare(args) -> None:
             json.dump(dle, f)
         with open(os.path.join(root, f"{split}-manifest-host.json"), "w") as f:
             json.dump(dle[:HOST_FILES], f)
-    with open(os.path.join(root, "nemo-manifest.json"), "w") as f:
-        for u in utts:
-            path = os.path.join(root, u["name"])
-            f.write(
-                json.dumps(
-                    {"audio_filepath": path, "duration": u["samples"] / SR, "text": u["text"]}
-                )
-                + "\n"
-            )
+    nemo = [
+        {
+            "audio_filepath": os.path.join(root, u["name"]),
+            "duration": u["samples"] / SR,
+            "text": u["text"],
+        }
+        for u in utts
+    ]
+    for name, items in (("nemo-manifest", nemo), ("nemo-manifest-host", nemo[:HOST_FILES])):
+        with open(os.path.join(root, f"{name}.json"), "w") as f:
+            f.writelines(json.dumps(item) + "\n" for item in items)
     hours = sum(u["samples"] for u in utts) / SR / 3600
     print(f"speech data: {count} utterances, {hours:.2f} h, in {root}", flush=True)
     open(done, "w").close()
