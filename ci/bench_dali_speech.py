@@ -1,5 +1,5 @@
-"""Side by side with NVIDIA DALI: DeepLearningExamples' Jasper speech pipeline, run as its own
-files are written (only the imports changed), through its own data loader and iterator.
+"""Side by side with NVIDIA DALI: the speech pipelines of DeepLearningExamples' Jasper and of
+NeMo, run as their files are written (only the imports changed), through their own loaders.
 
     python3 ci/bench_dali_speech.py --examples .ext [--only jasper-train,jasper-val]
         [--images 3000] [--data /tmp/dlpipe-bench/speech] [--rounds 2]
@@ -31,7 +31,14 @@ Cells (rates are utterances/s):
   the CPU, the outputs copied to the GPU);
 * ``jasper-train-host`` / ``jasper-val-host``: the same as ``-cpuprep`` on a machine without a
   GPU (``device_id=None``): the pipeline's last ``.gpu()`` copies and the iterator's
-  ``.cuda()`` calls become no-ops in the child; on the first 320 files.
+  ``.cuda()`` calls become no-ops in the child; on the first 320 files;
+* ``nemo-train`` / ``nemo-val`` (``-host``: ``device="cpu"``, on the first 320 files): NeMo's
+  ``AudioToCharDALIDataset`` (``nemo/collections/asr/data/audio_to_text_dali.py``, read from
+  ``--examples``/``nemo_audio_to_text_dali.py``) as ``get_dali_char_dataset`` builds it from
+  QuartzNet15x5's ``train_ds`` (trimmed, shuffled, <= 16.7 s) and ``validation_ds``, with its
+  mel preprocessor (on the GPU when there is one, as NeMo does; NeMo's 4 threads). NeMo and
+  omegaconf are not needed: the few names the file imports from them are stand-ins here
+  (the manifest's transcripts, a character parser, a dict for the DictConfig).
 
 The data (``prepare``): ``--images`` speech-like 16 kHz mono WAVs of 1-16 s (a voice-like
 harmonic tone with a wandering pitch and a syllable rhythm, noise, near-silence at both ends),
