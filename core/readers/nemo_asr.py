@@ -179,10 +179,11 @@ class NemoAsrReader(ShardedReader, Operator):
         self.read_idxs = bool(read_idxs)
         self.num_outputs = 1 + self.read_sample_rate + self.read_text + self.read_idxs
         self.entries: list[NemoAsrEntry] = []
+        # None is "not given" in DALI (NeMo passes its config's max_duration=None as is)
+        lo = 0.0 if min_duration is None else float(min_duration)
+        hi = 0.0 if max_duration is None else float(max_duration)
         for path in manifest_filepaths:
-            self.entries += parse_manifest(
-                path, float(min_duration), float(max_duration), self.read_text
-            )
+            self.entries += parse_manifest(path, lo, hi, self.read_text)
         if not self.entries:
             raise DataNotFoundError(
                 f"{who}: no files found in the manifests {list(manifest_filepaths)}"

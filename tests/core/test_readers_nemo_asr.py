@@ -116,6 +116,30 @@ def test_filters_invalid_lines_and_indices_per_manifest(corpus):
     assert [audio.at(i).shape for i in range(3)] == [(3000,), (800,), (3000,)]
 
 
+def test_durations_none_means_no_bound(corpus):
+    """NeMo's DALI dataset passes ``max_duration=None`` / ``min_duration=None`` (its config's
+    ``.get()`` default): None is "not given", as in DALI, so nothing is filtered."""
+    root, _ = corpus
+    a, b = str(root / "a.wav"), str(root / "b.wav")
+    m = write_manifest(
+        root / "m.json",
+        [{"audio_filepath": a, "duration": 30.0}, {"audio_filepath": b, "duration": 0.01}],
+    )
+    pipe = reader_pipe(
+        batch_size=2,
+        manifest_filepaths=m,
+        min_duration=None,
+        max_duration=None,
+        read_sample_rate=False,
+        read_text=False,
+        read_idxs=True,
+        checkpoint=False,
+    )
+    _, idx = pipe.run()
+    assert pipe.reader_meta("Reader")["epoch_size"] == 2
+    assert [idx.at(i).tolist() for i in range(2)] == [[0], [1]]
+
+
 def test_resampling_dtype_and_no_downmix(corpus):
     root, pcm = corpus
     manifest = write_manifest(
