@@ -507,6 +507,9 @@ def _call_operator(schema: str, inputs: Sequence, kwargs: dict) -> list[DataNode
             "@pipeline_def function"
         )
     cls = REGISTRY[schema]
+    # DALI: "None is not a valid value for any argument type, so treat it as if the argument
+    # was not supplied at all" (NeMo passes min_duration=None, for one)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
     static = {k: v for k, v in kwargs.items() if not isinstance(v, DataNode)}
     arg_nodes = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     for k, node in arg_nodes.items():

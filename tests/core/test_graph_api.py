@@ -131,3 +131,15 @@ def test_seed_script_runs_on_the_cpu(image_root):
     assert images.as_array().shape == (4, 3, 32, 32)
     assert labels.dtype == types.INT32 and labels.as_array().shape == (4,)
     assert set(labels.as_array().tolist()) <= {0, 1, 2, 3}
+
+
+def test_an_argument_given_as_none_is_not_given():
+    # DALI drops None-valued arguments before building an operator: the default applies
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        img = np.arange(6, dtype=np.float32).reshape(2, 3, 1)
+        x = fn.external_source(source=lambda: [img, img], layout="HWC")
+        pipe.set_outputs(fn.cast(x, dtype=types.INT32, name=None), fn.flip(x, horizontal=None))
+    cast, flipped = pipe.run()
+    assert cast.at(0).dtype == np.int32 and cast.at(0)[..., 0].tolist() == [[0, 1, 2], [3, 4, 5]]
+    np.testing.assert_array_equal(flipped.at(0), img[:, ::-1])  # horizontal defaults to 1
