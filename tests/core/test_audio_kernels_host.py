@@ -204,8 +204,12 @@ def _signals(dtype):
     ],
 )
 def test_resample_kernel_model_against_the_cpu(kw, dtype):
-    """The GPU test's tolerance: the positions are the CPU's, only the order of the sum over
-    the taps differs: 1 level for integer outputs (a rounding flip), 2e-6 for floats (~0.5)."""
+    """The GPU test's tolerance: the positions are the CPU's; the kernel rounds each tap's
+    table position in float32 (as DALI), the CPU rounds the fraction once per output (its
+    phase tables), and the sums run in another order: 1 level for integer outputs (a rounding
+    flip), 2e-6 for floats (~0.5), 4e-6 with 64 lobes (table positions up to 4097 there, so
+    the kernel's per-tap rounding is 8x coarser; the CPU is the closer to float64, see
+    test_audio_resample.py::test_resampler_is_within_float32_rounding_of_float64)."""
     op = AudioResample(**kw)
     op.output_layouts([""])
     for x in _signals(dtype):
@@ -217,5 +221,5 @@ def test_resample_kernel_model_against_the_cpu(kw, dtype):
             resample_kernel_model(f, in_rate / out_rate, n_out, op.lobes), out_dtype
         )
         assert got.shape == want.shape and got.dtype == want.dtype
-        tol = 1 if out_dtype.kind in "iu" else 2e-6
+        tol = 1 if out_dtype.kind in "iu" else (2e-6 if op.lobes <= 16 else 4e-6)
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol)
