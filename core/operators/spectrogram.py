@@ -146,20 +146,39 @@ class Spectrogram(Operator):
         valid = (idx >= 0) & (idx < length)
         return np.clip(idx, 0, max(length - 1, 0)), None if valid.all() else valid
 
+    def padded_signal(self, sig: np.ndarray) -> tuple[np.ndarray, int]:
+        """(signal, windows): the signal padded so that window ``w`` is
+        ``padded[w * step : w * step + window_length]`` (mirrored as :func:`reflect_101`, or
+        zeros, outside it)."""
+        length = sig.size
+        nwin = self.nwindows(length)
+        left = self.window_length // 2 if self.centered else 0
+        right = max(0, (nwin - 1) * self.window_step - left + self.window_length - length)
+        if not left and not right:
+            return sig, nwin
+        if not self.reflect:
+            return np.pad(sig, (left, right)), nwin
+        if max(left, right) < length:
+            return np.pad(sig, (left, right), mode="reflect"), nwin  # numpy's is reflect_101
+        return sig[reflect_101(np.arange(-left, length + right), length)], nwin
+
     def run_sample(self, inputs, args, param):
         x = inputs[0]
         if x.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {x.dtype}")
-        sig = signal_1d(x, self.schema)
-        idx, valid = self.frame_indices(sig.size)
-        frames = sig[idx] * self.window
-        if valid is not None:
-            frames[~valid] = 0
-        spec = np.fft.rfft(frames, n=self.nfft, axis=1)
-        out = spec.real * spec.real + spec.imag * spec.imag
+        sig, nwin = self.padded_signal(signal_1d(x, self.schema))
+        # the windows are strided views of the padded signal, windowed straight into the
+        # zero-padded FFT buffer: no index arrays, one pass over the frames
+        views = np.lib.stride_tricks.sliding_window_view(sig, self.window_length)
+        views = views[: (nwin - 1) * self.window_step + 1 : self.window_step]
+        frames = np.zeros((nwin, self.nfft), np.float32)
+        np.multiply(views, self.window, out=frames[:, : self.window_length])
+        spec = np.fft.rfft(frames, axis=1)  # complex64 from float32 input
+        ri = spec.view(np.float32).reshape(nwin, -1, 2)
+        out = np.square(ri[..., 0])
+        out += np.square(ri[..., 1])
         if self.power == 1:
-            out = np.sqrt(out)
-        out = out.astype(np.float32)
+            np.sqrt(out, out=out)
         return np.ascontiguousarray(out.T) if self.layout == "ft" else out
 
     def run_batch(self, inputs, args, params, stream):

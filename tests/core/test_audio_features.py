@@ -9,6 +9,7 @@ from audio_data import run, speech_like, tone
 
 from dlpipe import Pipeline, fn, ops, types
 from dlpipe.errors import ArgumentError
+from dlpipe.operators.mel_filter_bank import SparseFilters, mel_weights
 
 
 def signals(lengths=(1000, 1733, 2400), seed=0):
@@ -253,6 +254,37 @@ def test_mel_filter_bank_errors():
             fn.mel_filter_bank(x, freq_low=200, freq_high=100)
         with pytest.raises(ArgumentError, match="nfilter=0"):
             fn.mel_filter_bank(x, nfilter=0)
+
+
+@pytest.mark.parametrize(
+    "nfilter,nbins,sr,low,norm,formula",
+    [
+        (64, 257, 16000.0, 0.0, True, "slaney"),
+        (128, 513, 44100.0, 300.0, False, "htk"),
+        (40, 9, 8000.0, 0.0, True, "slaney"),
+        (3, 129, 16000.0, 100.0, True, "htk"),
+    ],
+)
+def test_mel_sparse_filters_are_the_dense_product(nfilter, nbins, sr, low, norm, formula):
+    """The per-filter sums equal the dense filter product (float64) on 1-D, 2-D, 3-D input,
+    empty filters (more filters than bins) included."""
+    w = mel_weights(nfilter, nbins, sr, low, sr / 2, norm, formula)
+    sparse = SparseFilters(w)
+    rng = np.random.default_rng(3)
+    for shape in [(nbins,), (nbins, 31), (nbins, 2, 7)]:
+        x = rng.random(shape).astype(np.float32)
+        got = sparse.apply(x)
+        want = np.tensordot(w.astype(np.float64), x.astype(np.float64), axes=([1], [0]))
+        assert got.dtype == np.float32 and got.shape == (nfilter, *shape[1:])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    tf = rng.random((31, nbins)).astype(np.float32).T  # a "tf" spectrogram seen as (f, t)
+    np.testing.assert_allclose(sparse.apply(tf), w.astype(np.float64) @ tf, rtol=1e-5, atol=1e-6)
+
+
+def test_mel_sparse_filters_refuse_overlapping_rows():
+    w = np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 1, 1, 1]], np.float32)  # rows 0 and 2 overlap
+    with pytest.raises(ValueError, match="overlap"):
+        SparseFilters(w)
 
 
 # --- to_decibels ------------------------------------------------------------------------------
