@@ -283,6 +283,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
 
     if args.gpus > 1:
         torch.cuda.set_device(args.rank)
+    switch = os.environ.get("DLPIPE_BENCH_SWITCH")  # a GIL diagnostic: sys.setswitchinterval
+    if switch:
+        sys.setswitchinterval(float(switch))
     rates, cpu_start = [], None
     profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
     for epoch in range(args.epochs):

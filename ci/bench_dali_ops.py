@@ -234,6 +234,12 @@ def child(args) -> None:
         out = pipe.run()
     _sync(device)
     per_batch, cpu_start = [], bench_dali._tree_cpu_seconds()
+    profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
+    if profile:
+        import yappi
+
+        yappi.set_clock_type("cpu")
+        yappi.start(profile_threads=True)
     for _ in range(args.epochs):
         start = time.perf_counter()
         for _ in range(args.iters):
@@ -241,6 +247,8 @@ def child(args) -> None:
         _sync(device)
         per_batch.append((time.perf_counter() - start) / args.iters)
     cpu_s = bench_dali._tree_cpu_seconds() - cpu_start
+    if profile:
+        bench_dali._write_profile(profile, f"{args.lib}-{args.cell}", args.epochs * args.iters)
     del out
     ms = 1e3 * statistics.median(per_batch)
     batches = args.epochs * args.iters
