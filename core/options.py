@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 
 # The environment variables from_env() reads, and the field each sets (all booleans: "0" off).
@@ -59,6 +60,14 @@ class RuntimeOptions:
             claim (60000 x 60000 is 10 GB of RGB).
         skipped_history: how many records of skipped samples ``pipe.skipped()`` keeps (the
             most recent); the counts cover every skipped sample. 0 keeps counts only.
+        gil_switch_interval: seconds; when set, a pipeline with a GPU stage sets the
+            interpreter's ``sys.setswitchinterval`` to it at build (process-wide, and only if
+            the interval is still Python's default, so a value the user chose stands). The
+            pipeline's threads hand batches to each other and each hand-over waits for the
+            GIL; a C call that re-takes the GIL (a CUDA launch, a decode reply) can wait a
+            whole interval for a thread running Python. None leaves the interval alone
+            (BENCHMARKS.md, "The GIL switch interval"). ``DLPIPE_GIL_SWITCH_INTERVAL`` sets it
+            from the environment.
     """
 
     read_process: bool = True
@@ -70,6 +79,7 @@ class RuntimeOptions:
     malloc_tuning: bool = True
     max_pixels: int = 2**28
     skipped_history: int = 1000
+    gil_switch_interval: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,11 +100,19 @@ class RuntimeOptions:
             not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 0
         ):
             raise ValueError(f"RuntimeOptions: lanes={self.lanes!r} must be None or an int >= 0")
+        interval = self.gil_switch_interval
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0
+        ):
+            raise ValueError(
+                f"RuntimeOptions: gil_switch_interval={interval!r} must be None or seconds > 0"
+            )
 
     @classmethod
     def from_env(cls, environ: dict | None = None) -> RuntimeOptions:
         """The defaults, with each ``DLPIPE_*`` variable of :data:`ENV` that is set to ``0``
-        turning its feature off."""
+        turning its feature off, and ``DLPIPE_LANES`` / ``DLPIPE_GIL_SWITCH_INTERVAL`` (an
+        empty value: None) setting theirs."""
         env = os.environ if environ is None else environ
         kw: dict = {field: env.get(var, "1") != "0" for var, field in ENV.items()}
         lanes = env.get("DLPIPE_LANES")
@@ -103,8 +121,29 @@ class RuntimeOptions:
                 kw["lanes"] = int(lanes)
             except ValueError:
                 raise ValueError(f"DLPIPE_LANES={lanes!r} must be an integer") from None
+        interval = env.get("DLPIPE_GIL_SWITCH_INTERVAL")
+        if interval is not None:
+            try:
+                kw["gil_switch_interval"] = float(interval) if interval else None
+            except ValueError:
+                raise ValueError(
+                    f"DLPIPE_GIL_SWITCH_INTERVAL={interval!r} must be seconds (e.g. 0.0005)"
+                ) from None
         return cls(**kw)
 
     def replace(self, **changes) -> RuntimeOptions:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+PYTHON_SWITCH_INTERVAL = 0.005  # the interpreter's own default, in seconds
+
+
+def set_switch_interval(interval: float | None) -> bool:
+    """Apply a pipeline's ``gil_switch_interval``: ``sys.setswitchinterval(interval)`` when
+    ``interval`` is set and the process still has Python's default (a value the user or an
+    earlier pipeline set stands). True when it was set here."""
+    if interval is None or abs(sys.getswitchinterval() - PYTHON_SWITCH_INTERVAL) > 1e-9:
+        return False
+    sys.setswitchinterval(interval)
+    return True

@@ -38,7 +38,7 @@ from .graph import (
     push_pipeline,
 )
 from .operators.arithmetic import fuse_expressions
-from .options import RuntimeOptions
+from .options import RuntimeOptions, set_switch_interval
 from .types import to_dali_dtype
 
 DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
@@ -370,6 +370,8 @@ class Pipeline:
         gpu_stage = None
         if gpu_ops or any(x.device == "gpu" for x in self._outputs):
             from .executor_gpu import GpuStage
+
+            set_switch_interval(self._runtime.gil_switch_interval)
 
             lanes = max(0, self._max_streams - 1)
             if self._max_streams < 0 and self._runtime.lanes is not None:

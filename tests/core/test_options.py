@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from conftest import file_reader_pipe
@@ -49,3 +51,35 @@ def test_lanes_from_the_environment():
     assert RuntimeOptions.from_env({"DLPIPE_LANES": "2"}).lanes == 2
     with pytest.raises(ValueError, match="DLPIPE_LANES"):
         RuntimeOptions.from_env({"DLPIPE_LANES": "many"})
+
+
+def test_gil_switch_interval_option_and_env():
+    assert RuntimeOptions().gil_switch_interval is None
+    env = {"DLPIPE_GIL_SWITCH_INTERVAL": "0.0005"}
+    assert RuntimeOptions.from_env(env).gil_switch_interval == 0.0005
+    assert RuntimeOptions.from_env({"DLPIPE_GIL_SWITCH_INTERVAL": ""}).gil_switch_interval is None
+    with pytest.raises(ValueError, match="DLPIPE_GIL_SWITCH_INTERVAL='fast' must be seconds"):
+        RuntimeOptions.from_env({"DLPIPE_GIL_SWITCH_INTERVAL": "fast"})
+    for bad in (0, -1.0, True, "0.001"):
+        with pytest.raises(ValueError, match="gil_switch_interval=.* must be None or seconds"):
+            RuntimeOptions(gil_switch_interval=bad)
+
+
+def test_set_switch_interval_only_over_pythons_default(monkeypatch):
+    from dlpipe.options import PYTHON_SWITCH_INTERVAL, set_switch_interval
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(PYTHON_SWITCH_INTERVAL)
+        assert not set_switch_interval(None)
+        assert sys.getswitchinterval() == pytest.approx(PYTHON_SWITCH_INTERVAL)
+        assert set_switch_interval(0.0005)
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        # a later pipeline (or the user) does not override a value already chosen
+        assert not set_switch_interval(0.002)
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        sys.setswitchinterval(0.01)  # the user's own
+        assert not set_switch_interval(0.0005)
+        assert sys.getswitchinterval() == pytest.approx(0.01)
+    finally:
+        sys.setswitchinterval(before)
