@@ -57,7 +57,11 @@ CELLS = {
     "dle-train": ("dle_train", 128, 16, False),
     "dle-val": ("dle_val", 128, 16, False),
     "cpu-640": ("cpu640", 128, 16, False),
+    # the ResNet-50 pipeline feeding a real training step (torchvision resnet18, fp16 autocast,
+    # channels_last, SGD): whether the loader slows the user's own Python (MODEL_CELLS)
+    "rn50-b128-gpu-resnet18": ("rn50", 128, 16, True),
 }
+MODEL_CELLS = {"rn50-b128-gpu-resnet18"}
 EXAMPLE_CELLS = {"dali-example-train", "dali-example-val", "dle-train", "dle-val"}
 
 
@@ -268,7 +272,35 @@ def child(args) -> None:
         x, y = data[0]["data"], data[0]["label"]
         return x.shape[0], x.view(x.shape[0], -1)[:, 0].float().sum() + y.sum()
 
+    if args.cell in MODEL_CELLS:
+        use = training_step()
     measure(args, pipe, it, use, batch, on_gpu=name != "cpu640")
+
+
+def training_step() -> Callable:
+    """``use`` for the MODEL_CELLS: one SGD step of torchvision's resnet18 on the batch (fp16
+    autocast, channels_last), as a training loop runs it: a few hundred kernel launches from
+    this thread per batch, each one taking the GIL back from the loader's threads."""
+    import torch
+    import torchvision
+
+    model = (
+        torchvision.models.resnet18(num_classes=1000).cuda().to(memory_format=torch.channels_last)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(data):
+        x, y = data[0]["data"], data[0]["label"]
+        x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(model(x), y.view(-1).long())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return x.shape[0], loss.detach().float()
+
+    return step
 
 
 def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
