@@ -65,9 +65,10 @@ class RuntimeOptions:
             the interval is still Python's default, so a value the user chose stands). The
             pipeline's threads hand batches to each other and each hand-over waits for the
             GIL; a C call that re-takes the GIL (a CUDA launch, a decode reply) can wait a
-            whole interval for a thread running Python. None leaves the interval alone
-            (BENCHMARKS.md, "The GIL switch interval"). ``DLPIPE_GIL_SWITCH_INTERVAL`` sets it
-            from the environment.
+            whole interval for a thread running Python; so does every torch call of the
+            user's training loop. 0.5 ms by default (Python's is 5 ms); None leaves the
+            interval alone (BENCHMARKS.md, "The GIL switch interval").
+            ``DLPIPE_GIL_SWITCH_INTERVAL`` sets it from the environment (empty: None).
     """
 
     read_process: bool = True
@@ -79,7 +80,7 @@ class RuntimeOptions:
     malloc_tuning: bool = True
     max_pixels: int = 2**28
     skipped_history: int = 1000
-    gil_switch_interval: float | None = None
+    gil_switch_interval: float | None = 0.0005
 
     def __post_init__(self) -> None:
         for name in (
