@@ -422,6 +422,14 @@ class Operator:
         and argument inputs; ``batch_level`` unless an operator decides per node."""
         return self.batch_level
 
+    def small_output_in(self, node: OpNode) -> bool:
+        """Whether every sample of this node's outputs is known at build time to be a small
+        host array (at most :data:`SMALL_ELEMENTS` elements): a constant, a random number,
+        arithmetic and subscripts over those. Operators over small inputs then run batch-wise
+        (one numpy call per batch instead of a Python call per sample: the bookkeeping of
+        automatic augmentation is hundreds of such nodes). False unless an operator knows."""
+        return False
+
     def close(self) -> None:
         """Release what the operator holds outside Python (processes, files); called by
         ``Pipeline.close``. It may run again afterwards and then takes them anew."""
@@ -431,6 +439,24 @@ class Operator:
 
     def run_batch(self, inputs: list, args: dict, params: list | None, stream: Any):
         raise NotImplementedError(f"{self.schema} has no GPU implementation")
+
+
+SMALL_ELEMENTS = 1024  # Operator.small_output_in: elements per sample
+
+
+def small_host_inputs(node: OpNode) -> bool:
+    """Whether every input and argument input of ``node`` is a small host array
+    (``Operator.small_output_in`` of its producer, on the CPU); False for a node without any.
+    Memoised on the node (the graph does not change once built)."""
+    known = node.__dict__.get("_small_inputs")
+    if known is None:
+        nodes = [*node.inputs, *node.arg_nodes.values()]
+        known = bool(nodes) and all(
+            x.device == "cpu" and x.source is not None and x.source.op.small_output_in(x.source)
+            for x in nodes
+        )
+        node._small_inputs = known
+    return known
 
 
 class OpNode:

@@ -81,7 +81,7 @@ class TensorListCPU:
             if data.ndim == 0:
                 raise ValueError("TensorListCPU: a 0-dim array has no batch axis")
             self._dense: np.ndarray | None = data
-            self._samples = list(data)
+            self._samples = [data[i, ...] for i in range(len(data))]  # 0-d rows stay arrays
         else:
             self._dense = None
             self._samples = [np.asarray(x) for x in data]

@@ -29,8 +29,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import DataNode, Operator, OpNode, _call_operator, register
+from ..graph import (
+    DataNode,
+    Operator,
+    OpNode,
+    _call_operator,
+    register,
+    small_host_inputs,
+)
 from ..kernels.arithmetic import broadcast_shape
+from . import _small
 from ._expr_types import ARITY, COMPARISONS, DISPLAY, check_operation, result_dtype
 
 __all__ = ["ArithmeticGenericOp", "arithm_op", "common_layout", "fuse_expressions", "plan"]
@@ -379,6 +387,30 @@ class ArithmeticGenericOp(Operator):
     def run_sample(self, inputs, args, param):
         steps = self._steps([np.asarray(x).dtype for x in inputs])
         return evaluate(steps, inputs)
+
+    # Over small host inputs (random numbers, constants, subscripts of them) the expression
+    # runs once over the stacked batch (operators/_small.py).
+    def small_output_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def batch_level_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def run_batch_cpu(self, inputs, args, params):
+        n = len(inputs[0]) if inputs else 0
+        stacked = [_small.stack(x) for x in inputs]
+        if n and all(a is not None for a in stacked):
+            # each input's per-sample shape, right-aligned under the batch dimension, so
+            # numpy broadcasts the samples as the per-sample path does
+            ndim = max(a.ndim for a in stacked) - 1
+            aligned = [a.reshape(n, *(1,) * (ndim - a.ndim + 1), *a.shape[1:]) for a in stacked]
+            try:
+                out = evaluate(self._steps([a.dtype for a in stacked]), aligned)
+            except ValueError:  # shapes that do not broadcast: the per-sample error below
+                out = None
+            if out is not None:
+                return (out,)
+        return (_small.per_sample(self.run_sample, inputs, args, params, n),)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: one fused kernel for the whole tree and batch (``kernels/arithmetic.py``)."""

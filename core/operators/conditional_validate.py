@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import Operator, register
+from ..graph import Operator, register, small_host_inputs
+from . import _small
 
 # DALI's explanation after every error about predicates (``validation.cc``)
 SUGGESTION = (
@@ -82,3 +83,19 @@ class ConditionalValidate(Operator):
     def run_sample(self, inputs, args, param):
         name = self.expression_name
         return np.asarray(check_predicate(inputs[0], name, self.expression_side, name != "if"))
+
+    def small_output_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def batch_level_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def run_batch_cpu(self, inputs, args, params):
+        """Over small host inputs: the whole batch checked at once; a batch with any sample
+        the check refuses goes per sample, which names the sample."""
+        n = len(inputs[0])
+        x = _small.stack(inputs[0])
+        bool_only = self.expression_name != "if"
+        if x is not None and x.ndim == 1 and (not bool_only or x.dtype == np.bool_):
+            return (x != 0,)
+        return (_small.per_sample(self.run_sample, inputs, args, params, n),)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import Operator, register
+from ..graph import SMALL_ELEMENTS, Operator, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -87,6 +87,15 @@ class Constant(Operator):
 
     def run_sample(self, inputs, args, param):
         return self.value
+
+    def small_output_in(self, node) -> bool:
+        return self.value.size <= SMALL_ELEMENTS
+
+    def batch_level_in(self, node) -> bool:
+        return True  # the same read-only array for every sample: no call per sample
+
+    def run_batch_cpu(self, inputs, args, params):
+        return ([self.value] * len(params),)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the tensor is copied to the device once; every sample points at it."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import Operator, register
+from ..graph import SMALL_ELEMENTS, Operator, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -79,6 +79,9 @@ class _RandomBase(Operator):
         # Nothing per sample (no input, no argument input): the numbers drawn in batch_params
         # are turned into the batch in one go, not in a Python call per sample.
         return not node.inputs and not node.arg_nodes
+
+    def small_output_in(self, node) -> bool:
+        return self.batch_level_in(node) and int(np.prod(self.shape or ())) <= SMALL_ELEMENTS
 
     def run_batch_cpu(self, inputs, args, params):
         pre = np.stack([p[0] for p in params]) if params else np.empty((0, *(self.shape or ())))

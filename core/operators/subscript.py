@@ -21,7 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import DataNode, Operator, _call_operator, register
+from ..graph import DataNode, Operator, _call_operator, register, small_host_inputs
+from . import _small
 
 __all__ = ["TensorSubscript", "newaxis", "subscript", "subscript_view"]
 
@@ -343,6 +344,46 @@ class TensorSubscript(Operator):
         x = np.asarray(inputs[0])
         index = resolve(self.items, self.statics, args, x.shape)
         return np.array(x[index], order="C")  # a copy (0-d for a full index), as DALI's
+
+    # Over small host inputs (a constant table indexed by a random number, ...) the subscript
+    # is one gather over the stacked batch (operators/_small.py).
+    def small_output_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def batch_level_in(self, node) -> bool:
+        return small_host_inputs(node)
+
+    def run_batch_cpu(self, inputs, args, params):
+        n = len(inputs[0])
+        out = self._gather(inputs[0], args, n) if n else None
+        if out is not None:
+            return (out,)
+        return (_small.per_sample(self.run_sample, inputs, args, params, n),)
+
+    def _gather(self, samples, args: dict, n: int) -> np.ndarray | None:
+        """Integer subscripts only (``table[i]``, ``x[0, j]``) on samples of one shape: one
+        fancy index over the stacked batch; None for anything else (slices, new axes, an index
+        out of range or not an integer scalar: the per-sample path handles and names those)."""
+        if not all(isinstance(it, tuple) and it == ("sub", "at") for it in self.items):
+            return None
+        x = _small.stack(samples)
+        if x is None or len(self.items) > x.ndim - 1:
+            return None
+        index: list = [np.arange(n)]
+        for i, extent in enumerate(x.shape[1 : 1 + len(self.items)]):
+            name = f"at_{i}"
+            if name in args:
+                at = _small.stack(args[name])
+                if at is None or at.ndim != 1 or at.dtype.kind not in "iu":
+                    return None
+                at = at.astype(np.int64)
+            else:
+                at = np.full(n, int(self.statics[name]), np.int64)
+            at = np.where(at < 0, at + extent, at)
+            if ((at < 0) | (at >= extent)).any():
+                return None
+            index.append(at)
+        return np.ascontiguousarray(x[tuple(index)])
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the subscripts become per-sample strided views, gathered in one launch."""
