@@ -66,8 +66,9 @@ class RuntimeOptions:
             pipeline's threads hand batches to each other and each hand-over waits for the
             GIL; a C call that re-takes the GIL (a CUDA launch, a decode reply) can wait a
             whole interval for a thread running Python; so does every torch call of the
-            user's training loop. 0.5 ms by default (Python's is 5 ms); None leaves the
-            interval alone (BENCHMARKS.md, "The GIL switch interval").
+            user's training loop. None (the default) leaves Python's 5 ms: 0.5 ms looked
+            better in two dlpipe-only calls but lost 4 of 5 cells side by side with DALI
+            (BENCHMARKS.md, "The GIL switch interval").
             ``DLPIPE_GIL_SWITCH_INTERVAL`` sets it from the environment (empty: None).
     """
 
@@ -80,7 +81,7 @@ class RuntimeOptions:
     malloc_tuning: bool = True
     max_pixels: int = 2**28
     skipped_history: int = 1000
-    gil_switch_interval: float | None = 0.0005
+    gil_switch_interval: float | None = None
 
     def __post_init__(self) -> None:
         for name in (

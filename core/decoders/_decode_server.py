@@ -156,6 +156,10 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
     return offsets, shapes, pos, ptrs, pitches
 
 
+_STACK_LIMIT = 0x00  # cudaLimitStackSize
+STACK_BYTES = 256  # the decode process's per-thread stack limit (see Server.__init__)
+
+
 class Server:
     """One decode process's state: its GPU, stream, decoders, slots and mapped regions."""
 
@@ -165,6 +169,11 @@ class Server:
         self.rt = cupy.cuda.runtime
         self.device_id = device_id
         cupy.cuda.Device(device_id).use()
+        # The context reserves local memory for every resident thread at the per-thread stack
+        # limit (1 KB by default): ~200 MiB of the ~520 MiB a context takes on an H100. The
+        # decoder's kernels need less; the driver raises the limit for a launch that needs
+        # more (BENCHMARKS.md, "Decode processes and GPU memory").
+        self.rt.deviceSetLimit(_STACK_LIMIT, STACK_BYTES)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.fd = fd
         self.memory: mmap.mmap | None = None  # the memfd, mapped as far as a batch needed

@@ -54,7 +54,7 @@ def test_lanes_from_the_environment():
 
 
 def test_gil_switch_interval_option_and_env():
-    assert RuntimeOptions().gil_switch_interval == 0.0005
+    assert RuntimeOptions().gil_switch_interval is None
     env = {"DLPIPE_GIL_SWITCH_INTERVAL": "0.002"}
     assert RuntimeOptions.from_env(env).gil_switch_interval == 0.002
     assert RuntimeOptions.from_env({"DLPIPE_GIL_SWITCH_INTERVAL": ""}).gil_switch_interval is None
