@@ -259,11 +259,12 @@ def _convert_pcm(pcm: np.ndarray, kind: str, dt: np.dtype) -> np.ndarray:
     if dt == np.float32:
         # int -> float32 rounds once (exact up to 24 bits), the power-of-two scale is exact:
         # libsndfile's ``(float) x * normfact``
-        out = pcm.astype(np.float32)
         if kind == "u8":
+            out = pcm.astype(np.float32)
             out -= np.float32(128)
-        out *= np.float32(1 / 0x80 if kind == "u8" else _FLOAT_SCALE[kind])
-        return out
+            out *= np.float32(1 / 0x80)
+            return out
+        return np.multiply(pcm, np.float32(_FLOAT_SCALE[kind]), dtype=np.float32)
     if kind == "u8":
         x = pcm.astype(np.int32) - 128
     else:
