@@ -116,9 +116,16 @@ def input_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.nda
     nblocks = -(-n_out // _BLOCK)
     starts = np.arange(nblocks, dtype=np.float64) * _BLOCK * scale
     base = np.floor(starts)
-    steps = np.full((nblocks, _BLOCK), fscale, np.float32)
-    steps[:, 0] = (starts - base).astype(np.float32)
-    frac = np.cumsum(steps, axis=1, dtype=np.float32).reshape(-1)[:n_out]
+    # blocks as columns: each block's running float32 sum, added in DALI's order
+    steps = np.full((_BLOCK, nblocks), fscale, np.float32)
+    steps[0] = (starts - base).astype(np.float32)
+    if nblocks >= 64:  # a row of blocks per step, vectorised across blocks (numpy's cumsum
+        add = np.add  # runs one block at a time, ~2x slower)
+        for i in range(1, _BLOCK):
+            add(steps[i - 1], steps[i], out=steps[i])
+    else:
+        np.cumsum(steps, axis=0, out=steps)
+    frac = steps.T.reshape(-1)[:n_out]
     base = np.repeat(base.astype(np.int64), _BLOCK)[:n_out]
     return base, frac
 
@@ -149,8 +156,11 @@ def resample(
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs computed at once (bounds the temporary memory; default 8192 frames:
-            1 MiB of gathered mono input rows, which stay in the cache).
+        chunk: outputs computed at once (bounds the temporary memory; default 32768 frames:
+            4 MiB of gathered mono input rows). Smaller chunks cost more numpy calls, which
+            two executor threads contending for the GIL pay dearly (2048: ~2x the CPU time
+            per utterance); much larger ones page-fault their temporaries, and past ~4096
+            outputs per phase OpenBLAS goes multithreaded.
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -159,9 +169,8 @@ def resample(
     n_in = x.shape[0]
     if out_length is None:
         out_length = resampled_length(n_in, in_rate, out_rate)
-    out = np.zeros((out_length, *x.shape[1:]), np.float32)
     if out_length == 0 or n_in == 0:
-        return out
+        return np.zeros((out_length, *x.shape[1:]), np.float32)
     win = window(lobes)
     ntaps = 2 * lobes
     base, frac = input_positions(out_length, in_rate, out_rate)
@@ -173,47 +182,56 @@ def resample(
     padded = np.zeros((n_in + 2 * pad + 2 * lobes, nc), np.float32)
     padded[pad : pad + n_in] = flat
     rows = np.lib.stride_tricks.sliding_window_view(padded, ntaps, axis=0)  # (m, c, taps)
+    # Per output, and one more: output ``out_length`` is a dummy that padded phase groups
+    # read (row 0, fraction 0) and write (the extra element of ``res``).
     first = np.ceil(frac)
-    t = first - frac
+    t = np.zeros(out_length + 1, np.float32)
+    np.subtract(first, frac, out=t[:-1])
     t *= win.scale  # d * scale, float32 as DALI's offsets
-    ph = np.floor(t)
-    t -= ph  # the fraction
+    ph = np.floor(t[:-1])
+    t[:-1] -= ph  # the fraction
     ph = ph.astype(np.int16)  # small integers: numpy's stable sort is a radix sort
-    start = first.astype(np.int64)
-    start += base
+    start = np.zeros(out_length + 1, np.int64)
+    start[:-1] = first
+    start[:-1] += base
     start += pad - lobes
-    outside = (start < 0) | (start >= rows.shape[0])  # only far past the end (out_length)
+    outside = start >= rows.shape[0]  # only far past the end (out_length); never < 0
     start[outside] = 0
-    res = out.reshape(out_length, nc)
+    res = np.zeros((out_length + 1) * nc, np.float32)
     if chunk is None:
-        chunk = max(256, 8192 // nc)  # the gathered rows of a chunk stay in the cache
+        chunk = max(256, 32768 // nc)
     tables = win.phases
+    lanes = np.arange(nc)
     for s in range(0, out_length, chunk):
         e = min(s + chunk, out_length)
-        sel, valid, phases = _phase_groups(ph[s:e], tables.shape[0])
+        sel, phases = _phase_groups(ph[s:e], tables.shape[0], out_length - s)
         sel += s
         # (phases, outputs, c, taps) rows, one batched BLAS product against (taps, 2) tables
         src = rows[start[sel]].reshape(len(phases), -1, ntaps)
         dots = np.matmul(src, tables[phases]).reshape(*sel.shape, nc, 2)
         v = dots[..., 1] * t[sel][..., None]
         v += dots[..., 0]
-        res[sel[valid]] = v[valid]
-    res[outside] = 0
-    return out
+        res[(sel[..., None] * nc + lanes).reshape(-1) if nc > 1 else sel.reshape(-1)] = v.ravel()
+    out = res[: out_length * nc].reshape(out_length, nc)
+    out[outside[:-1]] = 0
+    return out.reshape(out_length, *x.shape[1:])
 
 
-def _phase_groups(ph: np.ndarray, nphases: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The outputs grouped by phase, as a padded (groups, largest group) index: (index into
-    ``ph``, which entries are real, the groups' phases). Padding repeats a real index."""
+def _phase_groups(ph: np.ndarray, nphases: int, dummy: int) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs grouped by phase, as a padded (groups, largest group) index into ``ph``
+    (padding: ``dummy``), and the groups' phases."""
     order = np.argsort(ph, kind="stable")
     counts = np.bincount(ph, minlength=nphases)
     phases = np.flatnonzero(counts)
     counts = counts[phases]
     offsets = np.cumsum(counts) - counts
     slot = np.arange(int(counts.max()))
-    valid = slot < counts[:, None]
-    idx = np.minimum(offsets[:, None] + slot, ph.size - 1)
-    return order[idx], valid, phases
+    idx = offsets[:, None] + slot
+    pads = slot >= counts[:, None]
+    idx[pads] = 0
+    sel = order[idx]
+    sel[pads] = dummy
+    return sel, phases
 
 
 def check_quality(quality, who: str) -> float:
