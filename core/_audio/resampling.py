@@ -116,16 +116,9 @@ def input_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.nda
     nblocks = -(-n_out // _BLOCK)
     starts = np.arange(nblocks, dtype=np.float64) * _BLOCK * scale
     base = np.floor(starts)
-    # blocks as columns: each block's running float32 sum, added in DALI's order
-    steps = np.full((_BLOCK, nblocks), fscale, np.float32)
-    steps[0] = (starts - base).astype(np.float32)
-    if nblocks >= 64:  # a row of blocks per step, vectorised across blocks (numpy's cumsum
-        add = np.add  # runs one block at a time, ~2x slower)
-        for i in range(1, _BLOCK):
-            add(steps[i - 1], steps[i], out=steps[i])
-    else:
-        np.cumsum(steps, axis=0, out=steps)
-    frac = steps.T.reshape(-1)[:n_out]
+    steps = np.full((nblocks, _BLOCK), fscale, np.float32)
+    steps[:, 0] = (starts - base).astype(np.float32)
+    frac = np.cumsum(steps, axis=1, dtype=np.float32).reshape(-1)[:n_out]
     base = np.repeat(base.astype(np.int64), _BLOCK)[:n_out]
     return base, frac
 
