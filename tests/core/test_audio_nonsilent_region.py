@@ -107,3 +107,18 @@ def nonsilent(x, cutoff, window):
     from dlpipe.operators.nonsilent_region import nonsilent_region
 
     return nonsilent_region(x, cutoff, window, None)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 15, 16, 17, 100, 1003])
+@pytest.mark.parametrize("group", [2, 8])
+def test_running_sum_is_the_serial_prefix_sum(n, group):
+    """Grouped prefix sums: integers exactly numpy's cumsum, float64 to 1e-14 of the total."""
+    from dlpipe.operators.nonsilent_region import running_sum
+
+    rng = np.random.default_rng(n)
+    ints = rng.integers(0, 2**30, n).astype(np.int64)
+    np.testing.assert_array_equal(running_sum(ints.copy(), group), np.cumsum(ints))
+    floats = rng.random(n) ** 4
+    want = np.cumsum(floats.astype(np.longdouble)).astype(np.float64)
+    got = running_sum(floats.copy(), group)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * want[-1])
