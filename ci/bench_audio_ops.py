@@ -1,11 +1,12 @@
 """The CPU audio chain operator by operator, DALI against dlpipe, on the same utterances.
 
     python3 ci/bench_audio_ops.py [--data /tmp/dlpipe-bench/speech] [--n 32] [--iters 3]
-        [--libs dali,dlpipe] [--only spectrogram,mel]
+        [--libs dali,dlpipe] [--only spectrogram,mel_filter_bank] [--reps 3] [--threads 1]
 
 Each operator of the Jasper / NeMo host pipelines runs alone in a pipeline of one CPU thread
-(``num_threads=1``, ``device_id=None``) fed by ``external_source`` with ``--n`` utterances (the
-WAVs that ``bench_dali_speech.py`` writes, or generated speech-like tones when there are none),
+(``num_threads=1``; ``--threads`` to change it; ``device_id=None``) fed by
+``external_source`` with ``--n`` utterances (the WAVs that ``bench_dali_speech.py`` writes,
+or generated speech-like tones when there are none),
 its inputs computed once beforehand (by dlpipe: both libraries get the same arrays). The
 reported cost is CPU microseconds per utterance (process time, so a library's helper threads
 count), minus that of the same pipeline without the operator (``external_source`` only).
@@ -131,7 +132,7 @@ def _inputs(files: list[str]) -> dict:
     )
 
 
-def _pipelines(lib, op: str, inp: dict, n: int):
+def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1):
     """(pipeline with the operator, pipeline without it), both fed the same batch each run."""
     fn, types, pipeline_def = lib.fn, lib.types, lib.pipeline_def
 
@@ -140,7 +141,7 @@ def _pipelines(lib, op: str, inp: dict, n: int):
         return fn.external_source(source=lambda: batch, batch=True, no_copy=True)
 
     def build(with_op: bool):
-        @pipeline_def(batch_size=n, num_threads=1, device_id=None, prefetch_queue_depth=1)
+        @pipeline_def(batch_size=n, num_threads=threads, device_id=None, prefetch_queue_depth=1)
         def pipe():
             if op == "nemo_reader":
                 manifest = inp["manifest"]
@@ -249,7 +250,7 @@ def child(args) -> None:
     inp["manifest"] = man
     res = {}
     for op in args.only:
-        with_op, without = _pipelines(lib, op, inp, args.n)
+        with_op, without = _pipelines(lib, op, inp, args.n, args.threads)
         t1 = _cpu_per_run(with_op, args.iters) / args.n * 1e6
         t0 = _cpu_per_run(without, args.iters) / args.n * 1e6
         res[op] = t1 - t0
@@ -261,6 +262,7 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/dlpipe-bench/speech")
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="the pipelines' num_threads")
     ap.add_argument("--libs", default="dali,dlpipe")
     ap.add_argument("--reps", type=int, default=1, help="child runs per library (alternating); min")
     ap.add_argument("--only", default=",".join(OPS))
@@ -275,6 +277,7 @@ def main() -> None:
         for lib in args.libs.split(","):
             cmd = [sys.executable, __file__, "--lib", lib, "--data", args.data]
             cmd += ["--n", str(args.n), "--iters", str(args.iters), "--only", ",".join(args.only)]
+            cmd += ["--threads", str(args.threads)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if out.returncode:
                 print(out.stderr[-3000:], file=sys.stderr)
