@@ -105,6 +105,9 @@ def open_audio(data: bytes | np.ndarray | str, source: str = "") -> AudioFile:
     is_path = isinstance(data, str)
     source = source or (data if is_path else "<encoded data>")
     if soundfile_available():
+        fast = _exact_pcm_wav(data, source)
+        if fast is not None:
+            return fast
         sf = _SOUNDFILE
         try:
             f = sf.SoundFile(data if is_path else io.BytesIO(_as_bytes(data)))
@@ -126,6 +129,37 @@ def open_audio(data: bytes | np.ndarray | str, source: str = "") -> AudioFile:
     else:
         raw = _as_bytes(data)
     pcm, kind, rate = _parse_wav(raw, source)
+    return AudioFile(pcm.shape[0], pcm.shape[1], rate, source, _pcm=pcm, _kind=kind)
+
+
+# Integer PCM that the WAV parser converts exactly as libsndfile does (the float scale is a
+# power of two): parsed here even when soundfile is installed, ~5x faster than libsndfile
+# through soundfile's Python layer (the speech pipelines' 16-bit WAVs).
+_EXACT_KINDS = ("u8", "i16", "i24")
+
+
+def _exact_pcm_wav(data, source: str) -> AudioFile | None:
+    """The file opened by the WAV parser when it is 8/16/24-bit integer PCM WAV, else None
+    (libsndfile opens it, or reports what is wrong with it)."""
+    if isinstance(data, str):
+        try:
+            with open(data, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return None
+    else:
+        try:
+            raw = _as_bytes(data)
+        except DecodeError:
+            return None
+    if bytes(raw[:4]) != b"RIFF" or bytes(raw[8:12]) != b"WAVE":
+        return None
+    try:
+        pcm, kind, rate = _parse_wav(raw, source)
+    except DecodeError:
+        return None
+    if kind not in _EXACT_KINDS:
+        return None
     return AudioFile(pcm.shape[0], pcm.shape[1], rate, source, _pcm=pcm, _kind=kind)
 
 
@@ -222,13 +256,19 @@ def _convert_pcm(pcm: np.ndarray, kind: str, dt: np.dtype) -> np.ndarray:
             return np.ascontiguousarray(pcm, dtype=np.float32)
         info = np.iinfo(dt)  # unscaled lrint, saturated (libsndfile's defaults)
         return np.clip(np.rint(pcm.astype(np.float64)), info.min, info.max).astype(dt)
+    if dt == np.float32:
+        # int -> float32 rounds once (exact up to 24 bits), the power-of-two scale is exact:
+        # libsndfile's ``(float) x * normfact``
+        if kind == "u8":
+            out = pcm.astype(np.float32)
+            out -= np.float32(128)
+            out *= np.float32(1 / 0x80)
+            return out
+        return np.multiply(pcm, np.float32(_FLOAT_SCALE[kind]), dtype=np.float32)
     if kind == "u8":
         x = pcm.astype(np.int32) - 128
     else:
         x = pcm.astype(np.int32)
-    if dt == np.float32:
-        scale = 1 / 0x80 if kind == "u8" else _FLOAT_SCALE[kind]
-        return (x * np.float32(scale)).astype(np.float32)
     shift = (16 if dt == np.int16 else 32) - _BITS[kind]
     out = x << shift if shift >= 0 else x >> -shift
     return np.ascontiguousarray(out, dtype=dt)

@@ -138,18 +138,22 @@ def resample(
     number of points (``scale``, 32) per unit of offset, so all taps of one output read the
     table at the same fraction ``t = frac(d * scale)`` from rows ``ph = floor(d * scale)`` of
     :attr:`ResamplingWindow.phases`: ``out[j] = src_j . value[ph] + t * (src_j . slope[ph])``.
-    Outputs are grouped by phase (a stable sort of small integers) so that each group is one
-    BLAS product of its gathered input rows with the phase's (taps, 2) table: no per-tap
-    window evaluation. The fraction is rounded once per output instead of once per tap, a
-    difference of float32 rounding in the interpolation weight (results move by ~1e-7).
+    Outputs are grouped by phase (a stable sort of small integers), the groups padded to one
+    length, so that a chunk of outputs is one batched BLAS product of its gathered input rows
+    with the phases' (taps, 2) tables: no per-tap window evaluation. The fraction is rounded
+    once per output instead of once per tap, a difference of float32 rounding in the
+    interpolation weight (results move by ~1e-7).
 
     Args:
         x: the signal, float32, time first.
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs computed at once (bounds the temporary memory; default: about 4 MiB
-            of gathered input rows).
+        chunk: outputs computed at once (bounds the temporary memory; default 32768 frames:
+            4 MiB of gathered mono input rows). Smaller chunks cost more numpy calls, which
+            two executor threads contending for the GIL pay dearly (2048: ~2x the CPU time
+            per utterance); much larger ones page-fault their temporaries, and past ~4096
+            outputs per phase OpenBLAS goes multithreaded.
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -158,9 +162,8 @@ def resample(
     n_in = x.shape[0]
     if out_length is None:
         out_length = resampled_length(n_in, in_rate, out_rate)
-    out = np.zeros((out_length, *x.shape[1:]), np.float32)
     if out_length == 0 or n_in == 0:
-        return out
+        return np.zeros((out_length, *x.shape[1:]), np.float32)
     win = window(lobes)
     ntaps = 2 * lobes
     base, frac = input_positions(out_length, in_rate, out_rate)
@@ -172,36 +175,56 @@ def resample(
     padded = np.zeros((n_in + 2 * pad + 2 * lobes, nc), np.float32)
     padded[pad : pad + n_in] = flat
     rows = np.lib.stride_tricks.sliding_window_view(padded, ntaps, axis=0)  # (m, c, taps)
+    # Per output, and one more: output ``out_length`` is a dummy that padded phase groups
+    # read (row 0, fraction 0) and write (the extra element of ``res``).
     first = np.ceil(frac)
-    p = (first - frac) * win.scale  # d * scale, float32 as DALI's offsets
-    ph = np.floor(p)
-    t = p - ph
+    t = np.zeros(out_length + 1, np.float32)
+    np.subtract(first, frac, out=t[:-1])
+    t *= win.scale  # d * scale, float32 as DALI's offsets
+    ph = np.floor(t[:-1])
+    t[:-1] -= ph  # the fraction
     ph = ph.astype(np.int16)  # small integers: numpy's stable sort is a radix sort
-    start = base + first.astype(np.int64) + (pad - lobes)
-    outside = (start < 0) | (start >= rows.shape[0])  # only far past the end (out_length)
+    start = np.zeros(out_length + 1, np.int64)
+    start[:-1] = first
+    start[:-1] += base
+    start += pad - lobes
+    outside = start >= rows.shape[0]  # only far past the end (out_length); never < 0
     start[outside] = 0
-    res = out.reshape(out_length, nc)
+    res = np.zeros((out_length + 1) * nc, np.float32)
     if chunk is None:
-        chunk = max(1024, (1 << 20) // (ntaps * nc))
+        chunk = max(256, 32768 // nc)
     tables = win.phases
+    lanes = np.arange(nc)
     for s in range(0, out_length, chunk):
         e = min(s + chunk, out_length)
-        order = np.argsort(ph[s:e], kind="stable")
-        counts = np.bincount(ph[s:e], minlength=tables.shape[0])
-        order += s
-        src = rows[start[order]].reshape(-1, ntaps)  # (outputs * c, taps), grouped by phase
-        dots = np.empty((src.shape[0], 2), np.float32)
-        lo = 0
-        for phase in np.flatnonzero(counts):
-            hi = lo + int(counts[phase]) * nc
-            np.matmul(src[lo:hi], tables[phase], out=dots[lo:hi])
-            lo = hi
-        dots = dots.reshape(-1, nc, 2)
-        v = dots[..., 1] * t[order, None]
+        sel, phases = _phase_groups(ph[s:e], tables.shape[0], out_length - s)
+        sel += s
+        # (phases, outputs, c, taps) rows, one batched BLAS product against (taps, 2) tables
+        src = rows[start[sel]].reshape(len(phases), -1, ntaps)
+        dots = np.matmul(src, tables[phases]).reshape(*sel.shape, nc, 2)
+        v = dots[..., 1] * t[sel][..., None]
         v += dots[..., 0]
-        res[order] = v
-    res[outside] = 0
-    return out
+        res[(sel[..., None] * nc + lanes).reshape(-1) if nc > 1 else sel.reshape(-1)] = v.ravel()
+    out = res[: out_length * nc].reshape(out_length, nc)
+    out[outside[:-1]] = 0
+    return out.reshape(out_length, *x.shape[1:])
+
+
+def _phase_groups(ph: np.ndarray, nphases: int, dummy: int) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs grouped by phase, as a padded (groups, largest group) index into ``ph``
+    (padding: ``dummy``), and the groups' phases."""
+    order = np.argsort(ph, kind="stable")
+    counts = np.bincount(ph, minlength=nphases)
+    phases = np.flatnonzero(counts)
+    counts = counts[phases]
+    offsets = np.cumsum(counts) - counts
+    slot = np.arange(int(counts.max()))
+    idx = offsets[:, None] + slot
+    pads = slot >= counts[:, None]
+    idx[pads] = 0
+    sel = order[idx]
+    sel[pads] = dummy
+    return sel, phases
 
 
 def check_quality(quality, who: str) -> float:

@@ -152,10 +152,11 @@ class SparseFilters:
         x = np.ascontiguousarray(x)  # each filter's bins as whole rows ("tf" input: a copy)
         out = np.zeros((self.shape[0], *x.shape[1:]), np.float32)
         bshape = (-1,) + (1,) * (x.ndim - 1)
+        add = np.add.reduce  # the ufunc's method: np.sum's Python wrapper costs ~1 us a call
         for weights, spans in self.groups:
             y = x * weights.reshape(bshape)
             for f, lo, hi in spans:
-                np.sum(y[lo:hi], axis=0, keepdims=True, out=out[f : f + 1])
+                add(y[lo:hi], axis=0, keepdims=True, out=out[f : f + 1])
         return out
 
 

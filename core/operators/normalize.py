@@ -206,6 +206,15 @@ class Normalize(Operator):
             mean = (x.sum(axis=axes, keepdims=True, dtype=np.float64) / max(n, 1)).astype(
                 np.float32
             )
+            if std is None and x.dtype == np.float32 and x.ndim:
+                # both computed from float32 data: ``x - mean`` once in float32, its squares
+                # summed in float64, the same array scaled in place to the output
+                d = np.subtract(x, mean)
+                sumsq = np.square(d).sum(axis=axes, keepdims=True, dtype=np.float64)
+                d *= self._inv_from_sumsq(sumsq, n)
+                if self.shift:
+                    d += np.float32(self.shift)
+                return d if self.dtype == np.float32 else convert_sat(d, self.dtype)
         if std is None:
             d = np.subtract(x, mean, dtype=np.float64)
             inv = self._inv_from_sumsq((d * d).sum(axis=axes, keepdims=True), n)

@@ -29,9 +29,10 @@ def preemphasis(x: np.ndarray, coeff: float, border: str, dtype) -> np.ndarray:
     if coeff == 0.0 or flat.size == 0:
         return convert_sat(flat, dtype).reshape(x.shape)
     c = work(coeff)
-    f = flat.astype(work)
+    f = flat.astype(work, copy=False)
     out = np.empty_like(f)
-    out[1:] = f[1:] - c * f[:-1]
+    np.multiply(f[:-1], -c, out=out[1:])  # x[t] - c * x[t-1], rounded as written
+    out[1:] += f[1:]
     if border == "zero":
         out[0] = f[0]
     else:

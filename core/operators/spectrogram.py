@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._audio.fft import rfft_rows
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ._audio_args import int_arg
@@ -158,8 +159,12 @@ class Spectrogram(Operator):
             return sig, nwin
         if not self.reflect:
             return np.pad(sig, (left, right)), nwin
-        if max(left, right) < length:
-            return np.pad(sig, (left, right), mode="reflect"), nwin  # numpy's is reflect_101
+        if max(left, right) < length:  # mirrored once: slices (np.pad is slower)
+            out = np.empty(length + left + right, sig.dtype)
+            out[left : left + length] = sig
+            out[:left] = sig[left:0:-1]
+            out[left + length :] = sig[length - 1 - right : length - 1][::-1]
+            return out, nwin
         return sig[reflect_101(np.arange(-left, length + right), length)], nwin
 
     def run_sample(self, inputs, args, param):
@@ -171,9 +176,10 @@ class Spectrogram(Operator):
         # zero-padded FFT buffer: no index arrays, one pass over the frames
         views = np.lib.stride_tricks.sliding_window_view(sig, self.window_length)
         views = views[: (nwin - 1) * self.window_step + 1 : self.window_step]
-        frames = np.zeros((nwin, self.nfft), np.float32)
+        frames = np.empty((nwin, self.nfft), np.float32)
         np.multiply(views, self.window, out=frames[:, : self.window_length])
-        spec = np.fft.rfft(frames, axis=1)  # complex64 from float32 input
+        frames[:, self.window_length :] = 0
+        spec = rfft_rows(frames)  # complex64 from float32 input
         ri = spec.view(np.float32).reshape(nwin, -1, 2)
         out = np.square(ri[..., 0])
         out += np.square(ri[..., 1])

@@ -77,9 +77,13 @@ class ToDecibels(Operator):
         x = inputs[0]
         if x.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {x.dtype}")
-        ratio = np.maximum(x * self.inv_reference(x), self.min_ratio)
+        inv = self.inv_reference(x)
+        out = np.empty(x.shape, np.float32)  # an array even for 0-d input
+        np.maximum(x * inv if inv != 1 else x, self.min_ratio, out=out)  # x * 1 is x
         with np.errstate(divide="ignore", invalid="ignore"):
-            return (self.mul_log2 * np.log2(ratio)).astype(np.float32)
+            np.log2(out, out=out)
+        out *= self.mul_log2
+        return out
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: per-sample maxima (when no reference) and the map, one launch each."""

@@ -118,6 +118,34 @@ def test_downmix_and_mono_shapes(tmp_path, backend):
 
 
 @needs_sf
+@pytest.mark.parametrize("bits", [8, 16, 24])
+def test_integer_pcm_wav_parsed_as_libsndfile_reads_it(tmp_path, bits):
+    """8/16/24-bit PCM WAV is parsed without libsndfile even when it is installed: the same
+    samples as libsndfile's, every dtype, from bytes and from a path; other WAVs (32-bit,
+    float) still open through libsndfile."""
+    x = np.stack([speech_like(777, 16000, bits), tone(777, 16000)], 1)
+    path = write_wav(str(tmp_path / "a.wav"), to_pcm(x, bits), 16000, bits=bits)
+    with open(path, "rb") as fh:
+        raw = np.frombuffer(fh.read(), np.uint8)
+    for data in (path, raw):
+        f = _audio_io.open_audio(data)
+        assert f._sf is None and (f.frames, f.channels, f.sample_rate) == (777, 2, 16000)
+        for dtype in ("float32", "int16", "int32"):
+            want = soundfile.read(path, dtype=dtype, always_2d=True)[0]
+            got = f.read(np.dtype(dtype))
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(
+            f.read(np.float32, 100, 50), soundfile.read(path, 50, 100, dtype="float32")[0]
+        )
+    for bits, fmt in ((32, "pcm"), (32, "float")):
+        wav = speech_like(300, 8000, 1).astype(np.float32)
+        pcm = wav if fmt == "float" else to_pcm(wav, bits)
+        other = write_wav(str(tmp_path / f"{fmt}.wav"), pcm, 8000, bits=bits, fmt=fmt)
+        assert _audio_io.open_audio(other)._sf is not None
+
+
+@needs_sf
 def test_flac_and_ogg(tmp_path):
     x = speech_like(4000, 16000, 2)
     flac = write_sf(str(tmp_path / "a.flac"), to_pcm(x, 16).astype(np.int16), 16000, "FLAC")

@@ -141,6 +141,32 @@ def test_spectrogram_short_signal_reflects_repeatedly_and_accepts_2d():
     np.testing.assert_allclose(y[:, 0], np.abs(np.fft.rfft(frame)) ** 2, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("length", [5, 6, 7, 9, 12, 13])
+def test_spectrogram_mirrored_edges_near_the_window(length):
+    """Signals from just longer than half a window: the edges mirrored by slicing (once) or
+    by index (more than once) as the float64 reference."""
+    x = speech_like(length, 16000, length).astype(np.float32)
+    (y,), _ = run(lambda a: fn.spectrogram(a, nfft=16, window_length=10, window_step=3), [x])
+    want = ref_spectrogram(x, 16, 10, 3)
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=2e-4, atol=1e-5 * want.max())
+
+
+@pytest.mark.parametrize("scipy_fft", [True, False])
+def test_rfft_rows_with_and_without_scipy(monkeypatch, scipy_fft):
+    from dlpipe._audio import fft as _fft
+
+    if scipy_fft:
+        pytest.importorskip("scipy")
+    else:
+        monkeypatch.setattr(_fft, "_SCIPY_FFT", False)
+    frames = np.random.default_rng(3).standard_normal((37, 512)).astype(np.float32)
+    want = np.fft.rfft(frames.astype(np.float64), axis=1)
+    got = _fft.rfft_rows(frames.copy())
+    assert got.dtype == np.complex64 and got.shape == (37, 257)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
 def test_spectrogram_errors():
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
     with pipe:

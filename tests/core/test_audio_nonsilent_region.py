@@ -79,3 +79,46 @@ def test_errors():
         )
     with pytest.raises(Exception, match="1-D"):
         run(lambda a: fn.nonsilent_region(a), [np.ones((10, 2), np.float32)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8, np.int32])
+@pytest.mark.parametrize("window", [1, 7, 64, 500])
+def test_moving_mean_square_against_float64_windows(dtype, window):
+    """The differenced running sum against each window's float64 mean (int16 exactly)."""
+    from dlpipe.operators.nonsilent_region import moving_mean_square
+
+    rng = np.random.default_rng(window)
+    if dtype == np.float32:
+        x = speech_like(500, 16000, 4).astype(np.float32)
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(max(info.min, -30000), min(info.max, 30000), 500).astype(dtype)
+    got = moving_mean_square(x, window)
+    xd = x.astype(np.float64)
+    want = np.array([np.mean(xd[i : i + window] ** 2) for i in range(500 - window + 1)])
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-12)
+    for cutoff in (-60.0, -20.0, -3.0):
+        got_region = nonsilent(x, cutoff, window)
+        assert got_region == ref_region(x, cutoff, window)
+
+
+def nonsilent(x, cutoff, window):
+    from dlpipe.operators.nonsilent_region import nonsilent_region
+
+    return nonsilent_region(x, cutoff, window, None)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 15, 16, 17, 100, 1003])
+@pytest.mark.parametrize("group", [2, 8])
+def test_running_sum_is_the_serial_prefix_sum(n, group):
+    """Grouped prefix sums: integers exactly numpy's cumsum, float64 to 1e-14 of the total."""
+    from dlpipe.operators.nonsilent_region import running_sum
+
+    rng = np.random.default_rng(n)
+    ints = rng.integers(0, 2**30, n).astype(np.int64)
+    np.testing.assert_array_equal(running_sum(ints.copy(), group), np.cumsum(ints))
+    floats = rng.random(n) ** 4
+    want = np.cumsum(floats.astype(np.longdouble)).astype(np.float64)
+    got = running_sum(floats.copy(), group)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * want[-1])

@@ -49,6 +49,21 @@ def test_resampler_is_within_float32_rounding_of_float64(lobes, out_rate):
     np.testing.assert_allclose(two[:, 1], ref_resample(-x[::-1], 16000, out_rate, lobes), atol=6e-7)
 
 
+@pytest.mark.parametrize("out_rate", [32000, 8000, 14100.7, 17777.0])
+def test_resampler_chunks_and_phase_groups(out_rate):
+    """Chunked outputs grouped by phase (padded groups; few phases for whole ratios, up to 33
+    otherwise) give the float64 reference, whatever the chunk, mono and stereo."""
+    x = speech_like(2999, 16000, 5).astype(np.float32)
+    want = ref_resample(x, 16000, out_rate, 16)
+    for chunk in (1, 37, 256, 1 << 20):
+        y = resample(x, 16000, out_rate, 16, chunk=chunk)
+        assert y.dtype == np.float32 and y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=0, atol=6e-7)
+    two = resample(np.stack([x, 0.5 * x], 1), 16000, out_rate, 16, chunk=100)
+    np.testing.assert_allclose(two[:, 0], want, rtol=0, atol=6e-7)
+    np.testing.assert_allclose(two[:, 1], ref_resample(0.5 * x, 16000, out_rate, 16), atol=6e-7)
+
+
 def test_per_sample_scale_and_channels_layout():
     xs = [np.stack([tone(400, 8000, 300), speech_like(400, 8000, 2)], 1).astype(np.float32)] * 2
     scales = [np.float32(1.5), np.float32(0.75)]

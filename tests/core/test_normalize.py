@@ -48,6 +48,28 @@ def test_computed_mean_and_stddev(dtype, axes):
     np.testing.assert_allclose(out, ref_normalize(x, axes), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [{}, dict(epsilon=1e-10, ddof=1), dict(shift=3.0, scale=0.5), dict(dtype=types.INT16)],
+)
+def test_float32_log_mel_features_over_time(kw):
+    """The float32 path (``x - mean`` in float32, squares summed in float64) on Jasper/NeMo's
+    (features, time) log-mel shapes, a far-from-zero mean and a constant row included."""
+    rng = np.random.default_rng(7)
+    x = (rng.normal(-20, 4, (64, 851)) + np.linspace(0, 3, 851)).astype(np.float32)
+    x[5] = -46.0  # zero variance: shift
+    out = run_op(x, axes=[1], **kw)
+    want = ref_normalize(x, (1,), **{k: v for k, v in kw.items() if k != "dtype"})
+    if "dtype" in kw:
+        assert out.dtype == np.int16
+        want = np.clip(np.sign(want) * np.floor(np.abs(want) + 0.5), -32768, 32767)
+        np.testing.assert_allclose(out, want, atol=1)
+        return
+    assert out.dtype == np.float32 and out.shape == x.shape
+    np.testing.assert_allclose(out, want, rtol=0, atol=2e-6)
+    assert (out[5] == np.float32(kw.get("shift", 0.0))).all()
+
+
 def test_axis_names_epsilon_ddof_scale_shift():
     x = data(seed=1)
     kw = dict(epsilon=0.5, ddof=1, scale=2.0, shift=10.0)
