@@ -149,11 +149,12 @@ def resample(
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs computed at once (bounds the temporary memory; default 32768 frames:
-            4 MiB of gathered mono input rows). Smaller chunks cost more numpy calls, which
+        chunk: outputs computed at once (bounds the temporary memory; default 16384 frames:
+            2 MiB of gathered mono input rows). Smaller chunks cost more numpy calls, which
             two executor threads contending for the GIL pay dearly (2048: ~2x the CPU time
-            per utterance); much larger ones page-fault their temporaries, and past ~4096
-            outputs per phase OpenBLAS goes multithreaded.
+            per utterance); from 4 MiB on numpy asks for huge pages, whose faults cost more
+            than they save (32768: ~13% slower with two threads), and past ~4096 outputs per
+            phase OpenBLAS goes multithreaded.
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -192,7 +193,7 @@ def resample(
     start[outside] = 0
     res = np.zeros((out_length + 1) * nc, np.float32)
     if chunk is None:
-        chunk = max(256, 32768 // nc)
+        chunk = max(256, 16384 // nc)
     tables = win.phases
     lanes = np.arange(nc)
     for s in range(0, out_length, chunk):
