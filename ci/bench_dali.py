@@ -352,6 +352,11 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
             "wait_ms": st["consumer_wait_ms_per_batch"],
             "work_ms": st["consumer_work_ms_per_batch"],
             "ready": st["mean_ready_batches"],
+            # this process's GPU memory besides the CUDA context: CuPy's pool (used, held),
+            # torch's cache; the rest of nvidia-smi's figure is the context and direct
+            # allocations (the decode slots)
+            "cupy_pool_mib": _cupy_pool_mib(),
+            "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
         }
         if args.trace:
             pipe.trace(os.path.join(args.trace, f"trace-{args.cell}.json"))
@@ -374,6 +379,13 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     del it
     if hasattr(pipe, "close"):
         pipe.close()
+
+
+def _cupy_pool_mib() -> list[int]:
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    return [pool.used_bytes() >> 20, pool.total_bytes() >> 20]
 
 
 def _write_profile(folder: str, name: str, batches: float) -> None:

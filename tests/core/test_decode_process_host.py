@@ -26,6 +26,7 @@ from dlpipe.decoders._decode_server import (
     Trim,
     Unmap,
     layout,
+    pack,
 )
 
 
@@ -57,6 +58,19 @@ def test_images_are_packed_in_order_aligned_and_failures_marked():
     assert all(o % ALIGN == 0 for o in offsets if o >= 0)
     assert ptrs == [1000, 2000, 3000, 4000]  # the images that are there
     assert pitches == [15, 640, 9, 4]
+
+
+def test_places_from_headers_are_the_places_of_the_decoded_images():
+    # The server lays a batch out from its headers (pack) before decoding straight into the
+    # slot; the copy path lays decoded images out (layout): the same offsets and total.
+    rng = np.random.default_rng(5)
+    shapes = np.stack([rng.integers(1, 700, 40), rng.integers(1, 900, 40), np.full(40, 3)], 1)
+    shapes[7] = (1, 1, 1)
+    offsets, total = pack(shapes)
+    want, _, want_total, _, _ = layout([_Image(*map(int, s)) for s in shapes])
+    assert offsets.tolist() == want.tolist() and total == want_total
+    assert offsets.dtype == np.int64 and all(o % ALIGN == 0 for o in offsets)
+    assert pack(np.zeros((0, 3), np.int64))[1] == 0
 
 
 def test_decode_process_can_be_turned_off(monkeypatch):

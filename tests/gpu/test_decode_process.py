@@ -222,3 +222,90 @@ def test_the_decode_server_lowers_the_stack_limit():
         assert float(cupy.sort(x)[-1]) == (1 << 16) - 1
     finally:
         os.close(fd)
+
+
+def _server_batch(paths, output_type="RGB"):
+    """A decode server in this process with one slot of ``nbytes`` and the files of ``paths``
+    written to its memfd, as the pipeline's process would."""
+    from dlpipe.decoders._decode_server import Configure, Server
+
+    blobs = [np.fromfile(p, np.uint8) for p in paths]
+    fd = os.memfd_create("direct-test")
+    os.pwritev(fd, blobs, 0)
+    server = Server(0, fd)
+    config = {"load": 0.0, "options": "", "threads": 2, "output_type": output_type}
+    server.handle(Configure(config))
+    return server, fd, [b.nbytes for b in blobs]
+
+
+def _slot(server, key, nbytes):
+    memory = cupy.cuda.Memory(nbytes)
+    server.slots[key] = (memory.ptr, nbytes)  # this process's own memory: no IPC handle
+    return memory
+
+
+def _at(memory, offset, shape):
+    flat = cupy.ndarray((int(np.prod(shape)),), cupy.uint8, cupy.cuda.MemoryPointer(memory, 0))
+    return cupy.asnumpy(flat[int(offset) : int(offset) + int(np.prod(shape))].reshape(shape))
+
+
+def test_the_server_decodes_straight_into_the_slot_and_keeps_no_images(root):
+    """Shapes from the headers, the images decoded where the layout puts them (no images of
+    the server's own: it keeps none for the next batch), the same pixels as the decoder gives
+    by itself; a slot too small gets the exact size and the batch is decoded into the next."""
+    from nvidia import nvimgcodec as nvi
+
+    from dlpipe.decoders._codec import decode_params
+    from dlpipe.decoders._decode_server import CopyInto, Decode, Decoded, TooSmall, pack
+
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:6]
+    server, fd, sizes = _server_batch(paths)
+    try:
+        small = _slot(server, 0, 1024)
+        reply = server.handle(Decode(0, sizes, None))
+        assert isinstance(reply, TooSmall)
+        streams = [nvi.CodeStream(np.fromfile(p, np.uint8)) for p in paths]
+        shapes = np.array([(s.height, s.width, 3) for s in streams])
+        assert reply.nbytes == pack(shapes)[1]  # exact: from the headers
+        memory = _slot(server, 1, reply.nbytes)
+        got = server.handle(CopyInto(1))
+        assert isinstance(got, Decoded) and server.spare == [] and server.pending is None
+        assert got.shapes.tolist() == shapes.tolist()
+        assert got.offsets.tolist() == pack(shapes)[0].tolist()
+        decoder = server.decoder
+        ref = decoder.decode(streams, params=decode_params(nvi, types.RGB))
+        server.stream.synchronize()
+        for img, off, shape in zip(ref, got.offsets, got.shapes, strict=True):
+            np.testing.assert_array_equal(_at(memory, off, shape), cupy.asnumpy(cupy.asarray(img)))
+        del small
+    finally:
+        os.close(fd)
+
+
+def test_an_image_turned_by_its_exif_orientation_is_decoded_in_its_place(tmp_path):
+    from PIL import Image
+
+    from dlpipe.decoders._decode_server import Decode, Decoded
+
+    rng = np.random.default_rng(2)
+    paths = []
+    for i, orientation in enumerate([1, 6, 8, 3]):
+        arr = (rng.random((120, 200, 3)) * 255).astype(np.uint8)
+        arr = cv2.GaussianBlur(arr, (9, 9), 3)
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        path = str(tmp_path / f"{i}.jpg")
+        Image.fromarray(arr).save(path, quality=95, exif=exif)
+        paths.append(path)
+    server, fd, sizes = _server_batch(paths)
+    try:
+        memory = _slot(server, 0, 1 << 22)
+        got = server.handle(Decode(0, sizes, None))
+        assert isinstance(got, Decoded)
+        for path, off, shape in zip(paths, got.offsets, got.shapes, strict=True):
+            want = cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2RGB)  # EXIF applied
+            assert tuple(shape) == want.shape, path
+            diff = np.abs(_at(memory, off, shape).astype(int) - want).mean()
+            assert diff < 3, (path, diff)
+    finally:
+        os.close(fd)
