@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["claimed_size", "jpeg_frame"]
+__all__ = ["claimed_size", "jpeg_frame", "jpeg_has_end"]
 
 # JPEG start-of-frame markers (SOF0-3, 5-7, 9-11, 13-15): the frame header holds the size
 _SOF = frozenset((0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
@@ -248,3 +248,32 @@ _NAMES = {
     b"\xff\x4f": "JPEG 2000",
     **{f"P{k}".encode(): "PNM" for k in range(1, 8)},
 }
+
+
+def jpeg_has_end(data: np.ndarray) -> bool:
+    """Whether a JPEG's entropy-coded data is followed by its end-of-image marker.
+
+    Fast path: the marker in the last KiB. Else (data appended after the image: motion
+    photos, maker notes) the header segments are walked to the first start-of-scan, so that
+    an EXIF thumbnail's own end marker does not count, and the marker is searched after it.
+    """
+    if bytes(data[-1024:]).rfind(b"\xff\xd9") >= 0:
+        return True
+    b = data.tobytes()
+    pos, n = 2, len(b)
+    while pos + 4 <= n:
+        if b[pos] != 0xFF:
+            return False  # not a header we understand: no end marker where it belongs
+        marker = b[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+        elif marker == 0xDA:  # start of scan: the image data follows
+            return b.find(b"\xff\xd9", pos) >= 0
+        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+            pos += 2
+        else:
+            length = (b[pos + 2] << 8) | b[pos + 3]
+            if length < 2:
+                return False
+            pos += 2 + length
+    return False

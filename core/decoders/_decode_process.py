@@ -214,10 +214,11 @@ class DecodeProcess:
 
     def decode(self, samples: list[np.ndarray], stream):
         """Decode ``samples`` (1-D uint8 arrays) in the server. Returns ``(owner, ptrs,
-        shapes)``: an object the samples must keep alive (the slot's lease), device addresses
-        (0 where a sample did not decode: decode it on the CPU) and (N, 3) HWC shapes,
-        contiguous; or None when the batch is too big for the shared memory. ``stream``: the
-        lane's CUDA stream."""
+        shapes, refused)``: an object the samples must keep alive (the slot's lease), device
+        addresses (0 where a sample did not decode: decode it on the CPU, unless refused),
+        (N, 3) HWC shapes, contiguous, and the samples the server refused before decoding
+        (``_decode_server.refusals``); or None when the batch is too big for the shared
+        memory. ``stream``: the lane's CUDA stream."""
         bufs = [np.ascontiguousarray(s) for s in samples]
         sizes = [b.nbytes for b in bufs]
         total = sum(sizes)
@@ -247,7 +248,7 @@ class DecodeProcess:
         offsets = reply.offsets
         base = np.uint64(slot.memory.ptr)
         ptrs = np.where(offsets >= 0, base + offsets.astype(np.uint64), 0)
-        return lease, ptrs.astype(np.uint64), reply.shapes
+        return lease, ptrs.astype(np.uint64), reply.shapes, reply.refused
 
     def _maps(self, region) -> bool:
         """Whether the server has mapped ``region`` (a read process's slot), so that it decodes

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import json
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._image_header import claimed_size, jpeg_has_end
 from .._ipc.regions import open_region
 from ..kernels.copy import copy_batch, copy_descriptors
 
@@ -42,8 +43,9 @@ ALIGN = 256
 @dataclass(frozen=True)
 class Configure:
     """Decode with ``config`` from now on: ``load`` (the hardware engines' share), ``options``,
-    ``threads`` and ``output_type`` (a ``DALIImageType`` name). A decoder is made per
-    configuration and kept."""
+    ``threads`` and ``output_type`` (a ``DALIImageType`` name), and ``max_pixels`` (the
+    decoder's limit on what a header may claim; none when absent). A decoder is made per
+    configuration (``max_pixels`` aside) and kept."""
 
     config: dict
 
@@ -125,17 +127,19 @@ class CopyInto:
 @dataclass(frozen=True)
 class Decoded:
     """Where each image lies in the slot (int64, -1 where a sample did not decode: the
-    pipeline's process decodes it on the CPU), its HWC shape, and the bytes used."""
+    pipeline's process decodes it on the CPU, unless it is ``refused``), its HWC shape, the
+    bytes used, and the samples refused before decoding (see :func:`refusals`)."""
 
     offsets: np.ndarray
     shapes: np.ndarray
     nbytes: int
+    refused: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class TooSmall:
-    """The images need ``nbytes``, more than the buffer has; the batch (its encoded samples,
-    or its images) is kept for a :class:`CopyInto` a larger one."""
+    """The images need ``nbytes``, more than the buffer has; the batch's encoded samples are
+    kept to be decoded by a :class:`CopyInto` a larger one."""
 
     nbytes: int
 
@@ -162,6 +166,28 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
         offsets[i] = pos
         pos += -(-int(h * w * c) // ALIGN) * ALIGN
     return offsets, shapes, pos, ptrs, pitches
+
+
+def refusals(blobs: list[np.ndarray], max_pixels: int | None) -> dict[int, tuple]:
+    """The samples refused before decoding, by index: ``("size", format, height, width)``
+    where the header claims more than ``max_pixels`` pixels (a decompression bomb),
+    ``("truncated", nbytes)`` for a JPEG without its end-of-image marker (the hardware
+    decoder would give a partly grey image without an error). The pipeline's process turns
+    them into the decoder's ``DecodeError`` (``_nvimgcodec.refusal_error``); the checks run
+    here so that it walks no header itself."""
+    out: dict[int, tuple] = {}
+    for i, data in enumerate(blobs):
+        if data.size < 4:
+            continue  # decoded (and refused) by the CPU decoder
+        if max_pixels is not None:
+            claim = claimed_size(data)
+            if claim is not None and claim[1] * claim[2] > max_pixels:
+                out[i] = ("size", *claim)
+                continue
+        if data[0] == 0xFF and data[1] == 0xD8 and not (data[-2] == 0xFF and data[-1] == 0xD9):
+            if not jpeg_has_end(data):
+                out[i] = ("truncated", int(data.size))
+    return out
 
 
 def pack(shapes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -217,8 +243,9 @@ class Server:
         self.decoder = self.params = None
         self.spare: list = []  # the last copied batch's images, decoded into again
         self.channels = 3  # of the images the decoder gives (1 for GRAY)
-        self.pending: tuple | None = None  # ("images", list) or ("blobs", list): a batch
-        # waiting for a larger slot
+        self.max_pixels: int | None = None
+        self.pending: list | None = None  # a batch's encoded samples, waiting for a larger
+        # slot
         self.regions: dict = {}  # key -> mmap of another process's shared memory
         self.event = 0  # the pipeline process's event (0: none, synchronise instead)
 
@@ -228,6 +255,8 @@ class Server:
         from ..types import DALIImageType
         from ._codec import decode_params, new_decoder
 
+        self.max_pixels = config.get("max_pixels")
+        config = {k: v for k, v in config.items() if k != "max_pixels"}
         key = json.dumps(config, sort_keys=True)
         if key not in self.decoders:
             decoder = new_decoder(
@@ -351,7 +380,6 @@ class Server:
         offsets, shapes, total, ptrs, pitches = layout(images)
         base, nbytes = self.slots[slot]
         if total > nbytes:
-            self.pending = ("images", images)
             return TooSmall(total)
         there = offsets >= 0
         h, w, c = shapes[there].T
@@ -366,19 +394,31 @@ class Server:
         return Decoded(offsets, shapes, total)
 
     def decode_batch(self, slot: int, blobs: list[np.ndarray]) -> Decoded | TooSmall:
-        """Decode ``blobs`` (encoded arrays) into ``slot``: straight there where it can, else
-        through images of this process and a copy."""
-        streams = self.streams(blobs)
+        """Decode ``blobs`` (encoded arrays) into ``slot``, but for the ``refusals`` and the
+        samples too short to be an image: straight there where it can, else through images
+        of this process and a copy."""
+        refused = refusals(blobs, self.max_pixels)
+        keep = [i for i, b in enumerate(blobs) if i not in refused and b.size >= 4]
+        todo = [blobs[i] for i in keep] if len(keep) < len(blobs) else blobs
+        reply = None
+        streams = self.streams(todo)
         if streams is not None:
             try:
                 reply = self.decode_into(slot, streams)
             except Exception:  # a buffer refused: decoded below (that path raises for real)
                 reply = None
-            if isinstance(reply, TooSmall):
-                self.pending = ("blobs", blobs)  # decoded again into the larger slot
-            if reply is not None:
-                return reply
-        return self.copy(slot, self.decode(blobs))
+        if reply is None:
+            reply = self.copy(slot, self.decode(todo))
+        if isinstance(reply, TooSmall):
+            self.pending = blobs  # decoded again into the larger slot (rare: the first
+            # batches of a process, a batch of larger images)
+            return reply
+        if todo is blobs:
+            return Decoded(reply.offsets, reply.shapes, reply.nbytes, refused)
+        offsets = np.full(len(blobs), -1, np.int64)
+        shapes = np.zeros((len(blobs), 3), np.int64)
+        offsets[keep], shapes[keep] = reply.offsets, reply.shapes
+        return Decoded(offsets, shapes, reply.nbytes, refused)
 
     def handle(self, msg):
         """One message (see the module doc)."""
@@ -388,10 +428,7 @@ class Server:
             case CopyInto(slot):
                 if self.pending is None:
                     raise RuntimeError("no batch waits for a larger buffer")
-                kind, batch = self.pending
-                if kind == "images":
-                    return self.copy(slot, batch)
-                return self.decode_batch(slot, batch)
+                return self.decode_batch(slot, self.pending)
             case Configure(config):
                 self.configure(config)
             case Open(slot, handle, nbytes):

@@ -52,6 +52,16 @@ def _has_exif(head: bytes) -> bool:
     return b"Exif\x00" in head
 
 
+def refusal_error(op, reason: tuple) -> DecodeError:
+    """The decoder ``op``'s error for a sample a decode process refused before decoding
+    (``_decode_server.refusals``): the same errors as its own checks give."""
+    if reason[0] == "size":
+        return op.size_error(*reason[1:])
+    return DecodeError(
+        f"decoders.image: truncated JPEG ({reason[1]} bytes, no end-of-image marker)"
+    )
+
+
 class MixedDecoder:
     """nvImageCodec decoder for one ``decoders.image*`` operator (built in the GPU stage).
 
@@ -131,6 +141,8 @@ class MixedDecoder:
             raise PipelineError(
                 f"{self.op.schema}: the decode process failed earlier: {proc.failure}"
             )
+        # the server checks what headers claim against the operator's limit (set at prepare)
+        self._config["max_pixels"] = int(self.op.max_pixels)
         proc.configure(self._config, self.op.schema)
         return proc
 
@@ -194,7 +206,9 @@ class MixedDecoder:
         return spare
 
     def decode_batch(self, samples, params, stream, skip: bool = False):
-        """Decode a batch of encoded samples (1-D uint8 numpy arrays) into a SampleList.
+        """Decode a batch of encoded samples (1-D uint8 numpy arrays) into a SampleList: in
+        the lane's decode process (``_from_process``) where there is one and the batch fits
+        its shared memory, else in this process.
 
         A sample that decodes neither on the GPU nor on the CPU is a ``DecodeError``; with
         ``skip``, its index and message go into the returned dict instead (its row of the
@@ -217,6 +231,10 @@ class MixedDecoder:
                 raise err from e
             skipped[i] = str(err)
 
+        proc = self._process() if self.gpu_output else None
+        got = None if proc is None else proc.decode(samples, stream)
+        if got is not None:
+            return self._from_process(got, samples, params, failed, skipped), skipped
         ptrs = [0] * n
         shapes: list = [None] * n
         strides: list = [None] * n
@@ -302,17 +320,52 @@ class MixedDecoder:
         )
         return out, skipped
 
+    def _from_process(self, got, samples, params, failed, skipped: dict):
+        """The SampleList of a batch a decode process decoded (``DecodeProcess.decode``'s
+        ``got``), without a Python step per sample where every sample decoded: the server
+        made the header checks (``_decode_server.refusals``, raised or skipped here in the
+        sample order), and only the samples it did not decode go through the CPU decoder."""
+        from ..tensors_gpu import SampleList
+
+        lease, ptrs, shapes, refused = got
+        n = len(samples)
+        ptrs = ptrs.astype(np.int64)
+        shapes = np.array(shapes, np.int64).reshape(n, 3)
+        strides = np.stack([shapes[:, 1] * shapes[:, 2], shapes[:, 2], np.ones(n, np.int64)], 1)
+        owners: list = [lease] * n
+        cpu = [i for i in np.flatnonzero(ptrs == 0).tolist() if i not in refused]
+        for i in sorted(set(cpu) | set(refused)):
+            owners[i] = None
+            if i in refused:
+                failed(i, refusal_error(self.op, refused[i]))
+                continue
+            try:
+                self.op.check_size(samples[i])
+                img = decode_cpu(samples[i], self.output_type)
+            except Exception as e:  # any error of the CPU backend (OpenCV's own too)
+                failed(i, e)
+                continue
+            arr = self.cupy.asarray(img)  # on the current (pipeline) stream
+            ptrs[i], shapes[i], strides[i], owners[i] = arr.data.ptr, arr.shape, arr.strides, arr
+        for i in skipped:  # an empty row; the executor replaces it
+            ptrs[i], shapes[i], strides[i] = 0, (0, 0, 0), (0, 0, 1)
+        if self.window is not None:  # the crop as a view of the decoded image (no copy)
+            todo = np.ones(n, bool)
+            todo[list(skipped)] = False
+            drawn = getattr(params, "array", None)
+            if drawn is not None:
+                u = drawn[todo]
+            else:
+                u = np.stack([params[i] for i in np.flatnonzero(todo).tolist()])
+            wins = self.window.windows(shapes[todo, 0], shapes[todo, 1], u).astype(np.int64)
+            y, x, h, w = wins.T
+            ptrs[todo] += y * strides[todo, 0] + x * strides[todo, 1]
+            shapes[todo, 0], shapes[todo, 1] = h, w
+        return SampleList(np.uint8, ptrs.astype(np.uint64), shapes, strides, owners, self.device_id)
+
     def _gpu_decode(self, blobs, where, params, stream, done: set, n: int) -> list:
         """Decode ``blobs`` (the batch's samples ``where``) on the GPU: for each, (device
         address, HWC shape, strides, owner), or None where the sample did not decode."""
-        proc = self._process()
-        got = None if proc is None else proc.decode(blobs, stream)
-        if got is not None:  # decoded in the lane's process, into one device buffer
-            lease, ptrs, shapes = got
-            return [
-                None if p == 0 else (p, tuple(shp), (shp[1] * shp[2], shp[2], 1), lease)
-                for p, shp in zip(ptrs.tolist(), shapes.tolist(), strict=True)
-            ]
         if self.window is not None and self.roi_decode:
             images = self._decode_roi(blobs, [params[i] for i in where], stream, done, where)
             spare = None

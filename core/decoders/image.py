@@ -22,6 +22,7 @@ from .._argcheck import check_int
 from .._dtype import parse_dtype
 from .._geometry.crop_window import RandomCropWindow
 from .._image_header import claimed_size, jpeg_frame
+from .._image_header import jpeg_has_end as _jpeg_has_end
 from ..errors import ArgumentError, DecodeError, SampleSkipped
 from ..graph import Operator, Rows, Skipped, register
 from ..options import RuntimeOptions
@@ -176,35 +177,6 @@ def _orient(img: np.ndarray, orientation: int) -> np.ndarray:
     return np.ascontiguousarray(img)
 
 
-def _jpeg_has_end(data: np.ndarray) -> bool:
-    """Whether a JPEG's entropy-coded data is followed by its end-of-image marker.
-
-    Fast path: the marker in the last KiB. Else (data appended after the image: motion
-    photos, maker notes) the header segments are walked to the first start-of-scan, so that
-    an EXIF thumbnail's own end marker does not count, and the marker is searched after it.
-    """
-    if bytes(data[-1024:]).rfind(b"\xff\xd9") >= 0:
-        return True
-    b = data.tobytes()
-    pos, n = 2, len(b)
-    while pos + 4 <= n:
-        if b[pos] != 0xFF:
-            return False  # not a header we understand: no end marker where it belongs
-        marker = b[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-        elif marker == 0xDA:  # start of scan: the image data follows
-            return b.find(b"\xff\xd9", pos) >= 0
-        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
-            pos += 2
-        else:
-            length = (b[pos + 2] << 8) | b[pos + 3]
-            if length < 2:
-                return False
-            pos += 2 + length
-    return False
-
-
 def _check_png_chunks(data: np.ndarray) -> None:
     """Refuse a PNG whose chunks run past the end of the file (truncated, or a length field
     a flipped bit made huge). OpenCV 5 reads such a chunk into a buffer of the claimed
@@ -315,12 +287,16 @@ class _DecoderBase(Operator):
         """
         claim = claimed_size(data)
         if claim is not None and claim[1] * claim[2] > self.max_pixels:
-            fmt, height, width = claim
-            raise DecodeError(
-                f"{self.schema}: the {fmt} header claims {width}x{height} pixels "
-                f"({width * height:,}), over max_pixels={self.max_pixels:,}; set max_pixels= "
-                "(or RuntimeOptions(max_pixels=...)) higher for images this large"
-            )
+            raise self.size_error(*claim)
+
+    def size_error(self, fmt: str, height: int, width: int) -> DecodeError:
+        """The error for an image whose ``fmt`` header claims ``height`` x ``width`` pixels,
+        over ``max_pixels``."""
+        return DecodeError(
+            f"{self.schema}: the {fmt} header claims {width}x{height} pixels "
+            f"({width * height:,}), over max_pixels={self.max_pixels:,}; set max_pixels= "
+            "(or RuntimeOptions(max_pixels=...)) higher for images this large"
+        )
 
     def decode(self, data: np.ndarray) -> np.ndarray:
         """``decode_cpu`` after ``check_size``, honouring ``on_error``: whatever the backend

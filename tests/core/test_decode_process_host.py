@@ -27,6 +27,7 @@ from dlpipe.decoders._decode_server import (
     Unmap,
     layout,
     pack,
+    refusals,
 )
 
 
@@ -71,6 +72,30 @@ def test_places_from_headers_are_the_places_of_the_decoded_images():
     assert offsets.tolist() == want.tolist() and total == want_total
     assert offsets.dtype == np.int64 and all(o % ALIGN == 0 for o in offsets)
     assert pack(np.zeros((0, 3), np.int64))[1] == 0
+
+
+def _jpeg(h=16, w=24, quality=90) -> np.ndarray:
+    import cv2
+
+    img = (np.arange(h * w * 3) % 251).astype(np.uint8).reshape(h, w, 3)
+    return cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])[1].ravel()
+
+
+def test_the_server_refuses_what_the_decoders_checks_refuse():
+    """Header checks the decode server makes for the pipeline's process: a header claiming
+    more than max_pixels, a JPEG cut before its end marker; a short sample is left to the CPU
+    decoder and a good JPEG passes."""
+    good = _jpeg()
+    bomb = good.copy()
+    frame = bytes(good).find(b"\xff\xc0")  # SOF0: length(2) precision(1) height(2) width(2)
+    bomb[frame + 5 : frame + 9] = [0xEA, 0x60, 0xEA, 0x60]  # 60000 x 60000
+    cut = good[: good.size // 2]
+    blobs = [good, bomb, np.zeros(2, np.uint8), cut, good]
+    got = refusals(blobs, max_pixels=1 << 28)
+    assert got == {1: ("size", "JPEG", 60000, 60000), 3: ("truncated", cut.size)}
+    assert refusals(blobs, max_pixels=None) == {3: ("truncated", cut.size)}
+    assert refusals([good], max_pixels=16 * 24) == {}
+    assert refusals([good], max_pixels=16 * 24 - 1) == {0: ("size", "JPEG", 16, 24)}
 
 
 def test_decode_process_can_be_turned_off(monkeypatch):
@@ -224,7 +249,7 @@ def test_a_batch_holds_its_slot_and_gives_it_back_with_an_event_on_the_lane_stre
     proc._helper.replies = [_decoded(1, 256)]
     stream = _Stream()
     try:
-        lease, _, _ = proc.decode([np.zeros(3, np.uint8)], stream)
+        lease, _, _, _ = proc.decode([np.zeros(3, np.uint8)], stream)
     finally:
         os.close(proc._fd)
     assert lease.slot.memory.size >= 256 and proc.idle_slots() == 0
@@ -291,7 +316,7 @@ def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot():
     proc._helper.replies = [Decoded(offsets, shapes, 768)]
     stream = _Stream()
     try:
-        lease, ptrs, got_shapes = proc.decode(samples, stream)
+        lease, ptrs, got_shapes, refused = proc.decode(samples, stream)
         written = os.pread(proc._fd, 1000, 0)
     finally:
         os.close(proc._fd)
@@ -301,7 +326,7 @@ def test_decode_writes_the_batch_back_to_back_and_points_into_its_slot():
     assert request == Decode(slot.id, [5, 0, 300, 17], None)  # not in a shared region
     base = slot.memory.ptr
     assert ptrs.dtype == np.uint64 and ptrs.tolist() == [base, 0, base + 256, base + 512]
-    assert got_shapes is shapes
+    assert got_shapes is shapes and refused == {}
     assert stream.waited == ["server-event"]  # the lane waits for the server's copies
     assert proc._largest == 768
 
@@ -312,7 +337,7 @@ def test_images_larger_than_the_slot_are_copied_into_a_larger_one():
     proc._event = "server-event"
     proc._helper.replies = [TooSmall(5 << 20), _decoded(2, 5 << 20)]
     try:
-        lease, _, _ = proc.decode([np.zeros(10, np.uint8)] * 2, _Stream())
+        lease, _, _, _ = proc.decode([np.zeros(10, np.uint8)] * 2, _Stream())
     finally:
         os.close(proc._fd)
     first, second = [m for m in proc.sent if isinstance(m, Open)]

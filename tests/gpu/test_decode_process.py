@@ -258,13 +258,17 @@ def test_the_server_decodes_straight_into_the_slot_and_keeps_no_images(root):
     from dlpipe.decoders._codec import decode_params
     from dlpipe.decoders._decode_server import CopyInto, Decode, Decoded, TooSmall, pack
 
-    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:6]
+    paths = sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".jpg")
+    )[:6]
+    assert len(paths) == 6
     server, fd, sizes = _server_batch(paths)
     try:
         small = _slot(server, 0, 1024)
         reply = server.handle(Decode(0, sizes, None))
         assert isinstance(reply, TooSmall)
-        streams = [nvi.CodeStream(np.fromfile(p, np.uint8)) for p in paths]
+        arrays = [np.fromfile(p, np.uint8) for p in paths]  # alive while their streams are
+        streams = [nvi.CodeStream(a) for a in arrays]
         shapes = np.array([(s.height, s.width, 3) for s in streams])
         assert reply.nbytes == pack(shapes)[1]  # exact: from the headers
         memory = _slot(server, 1, reply.nbytes)
