@@ -245,7 +245,7 @@ def _slot(server, key, nbytes):
 
 
 def _at(memory, offset, shape):
-    flat = cupy.ndarray((int(np.prod(shape)),), cupy.uint8, cupy.cuda.MemoryPointer(memory, 0))
+    flat = cupy.ndarray((memory.size,), cupy.uint8, cupy.cuda.MemoryPointer(memory, 0))
     return cupy.asnumpy(flat[int(offset) : int(offset) + int(np.prod(shape))].reshape(shape))
 
 
