@@ -45,7 +45,8 @@ class RuntimeOptions:
             decode ceiling is").
         idle_decode_processes: idle decode processes kept per GPU for the next pipeline.
         lanes: iterations whose mixed (decode) stage may run at once, each on its own CUDA
-            stream; None picks the measured default (3 with decode processes, else 2).
+            stream; None picks the measured default (3 with decode processes where that
+            leaves each lane's decoder at least 3 of ``num_threads``, else 2).
             ``Pipeline(max_streams=k)`` sets ``k - 1``, as DALI's argument does;
             ``DLPIPE_LANES`` sets it from the environment.
         decoded_spare: iterations decoded ahead of the GPU stage beyond one per lane: lanes

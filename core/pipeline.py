@@ -43,6 +43,19 @@ from .types import to_dali_dtype
 
 DEFAULT_LANES = 2  # see max_streams; measured on an H100 in BENCHMARKS.md
 PROCESS_LANES = 3  # the same, when every GPU decoder decodes in processes of its own
+# ... but 2 when that would leave each lane's decoder fewer CPU threads (num_threads // lanes)
+# than this: at 8 threads two lanes were faster and held ~470 MiB less (BENCHMARKS.md,
+# "Decoding straight into the slot")
+MIN_DECODER_THREADS = 3
+
+
+def default_lanes(in_processes: bool, num_threads: int) -> int:
+    """Decode lanes when neither ``max_streams`` nor ``RuntimeOptions.lanes`` sets them."""
+    if not in_processes:
+        return DEFAULT_LANES
+    if num_threads // PROCESS_LANES < MIN_DECODER_THREADS:
+        return DEFAULT_LANES
+    return PROCESS_LANES
 
 
 def _parse_queue_depth(depth, exec_async: bool) -> tuple[int, int, bool]:
@@ -378,7 +391,7 @@ class Pipeline:
                 lanes = self._runtime.lanes
             elif self._max_streams < 0:
                 in_processes = any(getattr(n.op, "decode_process", False) for n in gpu_ops)
-                lanes = PROCESS_LANES if in_processes else DEFAULT_LANES
+                lanes = default_lanes(in_processes, self._num_threads)
             gpu_stage = GpuStage(
                 self._device_id, gpu_ops, self._outputs, layouts, lanes, self._num_threads
             )

@@ -83,3 +83,12 @@ def test_set_switch_interval_only_over_pythons_default(monkeypatch):
         assert sys.getswitchinterval() == pytest.approx(0.01)
     finally:
         sys.setswitchinterval(before)
+
+
+def test_decode_lanes_by_default_follow_the_decoders_threads():
+    from dlpipe.pipeline import default_lanes
+
+    assert default_lanes(True, 16) == 3  # three lanes of 5 CPU threads each
+    assert default_lanes(True, 9) == 3
+    assert default_lanes(True, 8) == 2  # three would leave each decoder 2 threads
+    assert default_lanes(False, 16) == 2  # decoding in the pipeline's process

@@ -25,8 +25,10 @@ def root(tmp_path_factory):
     return make_dataset(path, num_classes=2, per_class=8, size_range=(150, 420), seed=21)
 
 
-def _decode_pipe(root, batch=4, max_streams=-1, crop=False, **dec):
-    pipe = Pipeline(batch_size=batch, num_threads=4, device_id=0, seed=3, max_streams=max_streams)
+def _decode_pipe(root, batch=4, max_streams=-1, crop=False, threads=4, **dec):
+    pipe = Pipeline(
+        batch_size=batch, num_threads=threads, device_id=0, seed=3, max_streams=max_streams
+    )
     with pipe:
         jpegs, labels = fn.readers.file(file_root=root, name="r")
         if crop:
@@ -178,9 +180,14 @@ def test_closed_pipelines_hand_their_processes_to_the_next(root):
 
 
 def test_three_decode_lanes_by_default_with_processes_two_without(root, monkeypatch):
-    pipe = _decode_pipe(root)
+    pipe = _decode_pipe(root, threads=16)
     pipe.build()
     assert pipe._executor.gpu_stage.lanes == 3
+    pipe.close()
+    # two when three would leave each lane's decoder fewer than 3 of the pipeline's threads
+    pipe = _decode_pipe(root, threads=8)
+    pipe.build()
+    assert pipe._executor.gpu_stage.lanes == 2
     pipe.close()
     monkeypatch.setenv("DLPIPE_DECODE_PROCESS", "0")
     pipe = _decode_pipe(root)
