@@ -45,9 +45,14 @@ def normalize_gpu(op, samples, args: dict, stream):
     if n == 0:
         return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
     ndim = s.shapes.shape[1]
-    per = [{k: v[i] for k, v in args.items()} for i in range(n)]
-    means = [_host_param(op, per[i], "mean", s.shapes[i]) for i in range(n)]
-    devs = [_host_param(op, per[i], "stddev", s.shapes[i]) for i in range(n)]
+    uniform = not args and s.is_uniform()
+    if uniform:  # no per-sample arguments, one shape: the same parameters for every sample
+        means = [_host_param(op, {}, "mean", s.shapes[0])] * n
+        devs = [_host_param(op, {}, "stddev", s.shapes[0])] * n
+    else:
+        per = [{k: v[i] for k, v in args.items()} for i in range(n)]
+        means = [_host_param(op, per[i], "mean", s.shapes[i]) for i in range(n)]
+        devs = [_host_param(op, per[i], "stddev", s.shapes[i]) for i in range(n)]
     if op.batch:
         axes = op._reduced_axes(ndim, ())
         kept = [d for d in range(ndim) if d not in axes]
@@ -58,8 +63,14 @@ def normalize_gpu(op, samples, args: dict, stream):
             )
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
-    keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
-    counts = np.array([int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64)
+    if uniform:
+        keep = np.tile(np.array(_keep_shape(s.shapes[0], axes), np.int64), (n, 1))
+        counts = np.full(n, int(np.prod(s.shapes[0][list(axes)])) if axes else 1, np.int64)
+    else:
+        keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
+        counts = np.array(
+            [int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64
+        )
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
@@ -76,8 +87,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             mean_batch = reduce_batch(s, axes, "mean", np.float32, keep, norms, 0.0, stream=stream)
             mean_ptrs, mean_shapes = mean_batch.ptrs, keep
     else:
-        buf, mean_ptrs = upload_params(means, np.float32, stream)
-        mean_shapes = np.array([m.shape for m in means], np.int64)
+        mean_buf, mean_ptrs, mean_shapes = _upload(means, uniform, n, stream)
         mean_batch = None
 
     # --- the deviation ---------------------------------------------------------------------------
@@ -109,8 +119,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             dev_ptrs = sumsq.ptrs
     else:
         dev_is_sumsq = False
-        buf, dev_ptrs = upload_params(devs, np.float32, stream)
-        dev_shapes = np.array([v.shape for v in devs], np.int64)
+        dev_buf, dev_ptrs, dev_shapes = _upload(devs, uniform, n, stream)
 
     out = normalize_apply_batch(
         s,
@@ -129,9 +138,22 @@ def normalize_gpu(op, samples, args: dict, stream):
         op.ddof,
         stream=stream,
     )
-    # The statistics are freed when this returns; CuPy's pool reuses their memory only for
-    # later work on this stream, so the kernel has read them by then.
+    # The statistics (mean_buf, dev_buf, ...) are freed when this returns, not before the
+    # launch; CuPy's pool reuses their memory only for later work on this stream, so the
+    # kernel has read them by then.
     return out
+
+
+def _upload(params: list, uniform: bool, n: int, stream) -> tuple:
+    """Per-sample float32 parameters in one device buffer: (buffer, addresses, shapes); one
+    copy pointed at by every sample when they are all the same (``uniform``)."""
+    from ..kernels.normalize import upload_params
+
+    if uniform:
+        buf, ptrs = upload_params(params[:1], np.float32, stream)
+        return buf, np.full(n, ptrs[0], np.uint64), np.tile(params[0].shape, (n, 1))
+    buf, ptrs = upload_params(params, np.float32, stream)
+    return buf, ptrs, np.array([p.shape for p in params], np.int64)
 
 
 def _views(cupy, buf, ptrs, shapes, device_id):
