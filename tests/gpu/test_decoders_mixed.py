@@ -345,9 +345,10 @@ def test_trailing_data_decodes_and_truncation_is_caught_as_on_the_cpu(tmp_path):
     pipe.close()
 
 
-@pytest.mark.parametrize("max_streams, threads", [(-1, 2), (1, 6), (4, 2), (3, 3)])
+@pytest.mark.parametrize("max_streams, threads", [(-1, 3), (1, 6), (4, 2), (3, 3)])
 def test_decoders_share_the_pipeline_threads(big_root, max_streams, threads):
-    # Each decoder running at once gets num_threads // lanes CPU threads, not every core.
+    # Each decoder running at once gets num_threads // lanes CPU threads, not every core (by
+    # default two lanes at 6 threads: three would leave each decoder 2).
     pipe = Pipeline(batch_size=4, num_threads=6, device_id=0, max_streams=max_streams)
     with pipe:
         jpegs, _ = fn.readers.file(file_root=big_root, name="r")
