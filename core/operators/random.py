@@ -7,7 +7,12 @@ usually feed argument inputs: ``fn.flip(images, horizontal=fn.random.coin_flip()
 On the GPU (``device="gpu"``, or a GPU input whose samples' shapes set the output's) the same
 numbers are drawn on the host and the batch is uploaded in one copy, so a seed gives the same
 values on either device. (DALI draws them with cuRAND on the GPU; its values differ from its
-own CPU operators'.)
+own CPU operators'.) One exception: ``random.normal`` of a GPU input, floating point, without
+argument inputs (the dither of a speech pipeline: ``audio + fn.random.normal(audio) * d``, up
+to millions of numbers per sample) draws on the GPU, one cuRAND call per batch seeded from the
+seed ``batch_params`` drew for the batch's first sample: a seed still gives the same batches,
+but not the CPU's values (drawing them on the host took ~80 ms per batch of 32 utterances,
+BENCHMARKS.md, "Speech: the dither on the GPU").
 
 Determinism: every random number is drawn in ``batch_params`` from ``self.rng``, sequentially,
 so a given seed gives the same batches whatever ``num_threads`` is. When the shape is known up
@@ -262,6 +267,39 @@ class Normal(_RandomBase):
         if np.ndim(s) or not float(s) >= 0:
             raise ArgumentError(f"{self.schema}: stddev={s!r} must be a number >= 0")
         return float(s)
+
+    def run_batch(self, inputs, args, params, stream):
+        """GPU; see the module docstring for when the numbers are drawn on the GPU."""
+        if inputs and not args and self.dtype in (np.float32, np.float64):
+            return self._draw_on_gpu(inputs[0], params, stream)
+        return super().run_batch(inputs, args, params, stream)
+
+    def _draw_on_gpu(self, like, params, stream):
+        """Normal numbers in the shapes of ``like`` (a SampleList), one cuRAND call for the
+        whole batch into its output buffer (the alignment padding between samples is drawn
+        too and never read)."""
+        import cupy
+
+        from ..kernels._batch import alloc_batch
+
+        out = alloc_batch(like.shapes, self.dtype, like.device_id)
+        if len(out) == 0:
+            return out
+        owner = out.dense if out.dense is not None else out.owners
+        flat = owner.reshape(-1)
+        if flat.dtype != self.dtype:  # the uint8 buffer of a ragged batch (256-byte aligned)
+            flat = flat.view(self.dtype)
+        with cupy.cuda.Device(like.device_id), stream:
+            if self.stddev == 0:
+                flat.fill(self.mean)
+                return out
+            gen = getattr(self, "_curand", None)
+            if gen is None:
+                gen = self._curand = cupy.random.RandomState(int(params[0][1]))
+            else:
+                gen.seed(int(params[0][1]))
+            flat[...] = gen.normal(self.mean, self.stddev, flat.size, dtype=self.dtype)
+        return out
 
     def run_sample(self, inputs, args, param):
         z = self._sample_base(inputs, args, param)

@@ -349,15 +349,40 @@ def test_random_gpu_draws_what_the_cpu_draws(name, kw):
 
 
 def test_random_normal_takes_the_shape_of_a_gpu_input():
-    batch = ragged(24, channels=3)
+    """Drawn on the GPU (one cuRAND call per batch): the input's shapes, float32, the
+    distribution's moments, the same batches for the same seed, new numbers every sample and
+    every iteration. An integer dtype is still drawn on the host, as the CPU draws it."""
+    batch = ragged(24, channels=3, lo=20, hi=40)  # ~27,000 numbers: moments within 0.1
     pairs = _random_pair(
-        lambda d: fn.random.normal(d, seed=3),
-        lambda d: fn.random.normal(d, seed=3),
+        lambda d: fn.random.normal(d, seed=3, mean=2.0, stddev=3.0),
+        lambda d: fn.random.normal(d, seed=3, mean=2.0, stddev=3.0),
         n=len(batch),
         inputs=batch,
     )
-    for g, c in pairs:
-        assert g.shape() == [x.shape for x in batch]
+    again = _random_pair(
+        lambda d: fn.random.normal(d, seed=3, mean=2.0, stddev=3.0),
+        lambda d: fn.random.normal(d, seed=3, mean=2.0, stddev=3.0),
+        n=len(batch),
+        inputs=batch,
+    )
+    values = []
+    for (g, c), (g2, _) in zip(pairs, again, strict=True):
+        assert g.shape() == [x.shape for x in batch] == c.shape()
+        assert g.dtype == c.dtype == types.FLOAT
+        for i in range(len(c)):
+            np.testing.assert_array_equal(g.at(i), g2.at(i))  # same seed, same batches
+            values.append(np.asarray(g.at(i)).ravel())
+    flat = np.concatenate(values)
+    assert abs(flat.mean() - 2.0) < 0.1 and abs(flat.std() - 3.0) < 0.1
+    firsts = {float(v[0]) for v in values}
+    assert len(firsts) == len(values)  # no two samples (nor iterations) start alike
+    ints = _random_pair(
+        lambda d: fn.random.normal(d, seed=3, stddev=50.0, dtype=types.INT16),
+        lambda d: fn.random.normal(d, seed=3, stddev=50.0, dtype=types.INT16),
+        n=len(batch),
+        inputs=batch,
+    )
+    for g, c in ints:
         for i in range(len(c)):
             np.testing.assert_array_equal(g.at(i), c.at(i))
 
