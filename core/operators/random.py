@@ -294,8 +294,9 @@ class Normal(_RandomBase):
                 flat.fill(self.mean)
                 return out
             gen = getattr(self, "_curand", None)
-            if gen is None:
-                gen = self._curand = cupy.random.RandomState(int(params[0][1]))
+            if gen is None:  # Philox: counter-based, so seeding anew each batch costs nothing
+                philox = cupy.cuda.curand.CURAND_RNG_PSEUDO_PHILOX4_32_10
+                gen = self._curand = cupy.random.RandomState(int(params[0][1]), method=philox)
             else:
                 gen.seed(int(params[0][1]))
             flat[...] = gen.normal(self.mean, self.stddev, flat.size, dtype=self.dtype)
