@@ -16,42 +16,7 @@ F = np.float32
 
 def iou_matrix(boxes: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     """(N, A) float32 IoU of ltrb ``boxes`` with ltrb ``anchors``, in DALI's float32 order:
-    0 unless the boxes overlap strictly, else ``inter / (area_box + area_anchor - inter)``.
-
-    Float32 boxes of positive extent (what readers and crops give) take a path of a few
-    in-place float32 passes over the (N, A) matrix: an overlap's width and height clipped at
-    0 stand for the strict-overlap test (the same values: every step rounds as the general
-    path's casts do), ~5x less time for SSD's 8,732 anchors."""
-    if (
-        boxes.dtype == F
-        and anchors.dtype == F
-        and (boxes[:, 2:] > boxes[:, :2]).all()
-        and (anchors[:, 2:] > anchors[:, :2]).all()
-    ):
-        return _iou_positive(boxes, anchors)
-    return _iou_general(boxes, anchors)
-
-
-def _iou_positive(boxes: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-    cols = np.ascontiguousarray(anchors.T)  # (4, A)
-    bl, bt, br, bb = (boxes[:, k : k + 1] for k in range(4))
-    w = np.minimum(br, cols[2])
-    w -= np.maximum(bl, cols[0])
-    h = np.minimum(bb, cols[3])
-    h -= np.maximum(bt, cols[1])
-    np.maximum(w, F(0), out=w)
-    np.maximum(h, F(0), out=h)
-    w *= h  # the intersection
-    area_b = ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])).astype(F)[:, None]
-    area_a = ((cols[2] - cols[0]) * (cols[3] - cols[1])).astype(F)
-    union = area_b + area_a
-    union -= w
-    out = np.zeros_like(w)
-    np.divide(w, union, out=out, where=w > 0)
-    return out
-
-
-def _iou_general(boxes: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    0 unless the boxes overlap strictly, else ``inter / (area_box + area_anchor - inter)``."""
     b = boxes[:, None, :]
     a = anchors[None, :, :]
     overlaps = (b[..., 0] < a[..., 2]) & (b[..., 2] > a[..., 0])

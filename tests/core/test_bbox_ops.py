@@ -323,27 +323,3 @@ def test_gpu_descriptors_on_the_host():
     assert e.dtype == ENCODE_DESC and e.itemsize == 48 and e["scratch"][0] == 5
     p = encoder_params([0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4], 300.0, 0.5)
     assert p.dtype == np.float32 and p.tolist()[8:] == [300.0, 0.5] and p[4] == 1
-
-
-def test_the_float32_iou_path_gives_the_general_paths_values():
-    """iou_matrix's in-place float32 path (positive boxes) against the strict-overlap path:
-    the same float32 values, touching edges (IoU 0) included."""
-    from dlpipe.operators.box_encoder import _iou_general, iou_matrix
-
-    rng = np.random.default_rng(0)
-    f = np.float32
-
-    def boxes(n, grid=False):
-        lt = rng.random((n, 2)) * 0.9
-        wh = rng.random((n, 2)) * 0.5 + 1e-3
-        if grid:  # on an eighths grid: many boxes share edges exactly
-            lt, wh = np.round(lt * 8) / 8, np.round(wh * 8) / 8 + 0.125
-        return np.concatenate([lt, lt + wh], 1).astype(f)
-
-    anchors = np.concatenate([boxes(3000), boxes(1000, grid=True)])
-    for n in (1, 5, 17):
-        b = np.concatenate([boxes(n), boxes(3, grid=True)])
-        got, want = iou_matrix(b, anchors), _iou_general(b, anchors)
-        assert got.dtype == want.dtype == f and got.shape == want.shape == (n + 3, 4000)
-        np.testing.assert_array_equal(got, want)
-        assert (got == 0).any() and (got > 0).any()
