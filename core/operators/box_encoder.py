@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -60,6 +61,88 @@ def match(boxes: np.ndarray, anchors: np.ndarray, criteria: float) -> tuple[np.n
     best_box = last_argmax(ious, axis=0)
     matched = ious[best_box, np.arange(len(anchors))] > F(criteria)
     return best_box, matched
+
+
+class AnchorMatcher:
+    """:func:`match` for one fixed set of anchors, in about a tenth of its time, with the same
+    result (the per-sample cost of SSD's input pipeline is this matching).
+
+    How: the anchors are kept in reverse order, as contiguous columns, so that the first maximum
+    of a row (numpy's fast ``argmax``) is the last one of the original order; each box's
+    coordinates are broadcast into full rows before ``minimum``/``maximum`` (numpy's loops with
+    a scalar operand are several times slower); the intersection is clamped at 0 instead of
+    masked by the strict-overlap test, which gives the same IoU (0) for disjoint boxes when the
+    anchors have positive areas and the boxes are well-formed (finite, ``r >= l``, ``b >= t``);
+    :meth:`match` falls back to :func:`match` for anything else. The last maximum of each
+    column is the largest row index equal to the column's maximum.
+    """
+
+    def __init__(self, anchors: np.ndarray) -> None:
+        rev = np.ascontiguousarray(anchors[::-1], dtype=F)
+        self.cols = [np.ascontiguousarray(rev[:, k]) for k in range(4)]
+        self.area = ((rev[:, 2] - rev[:, 0]) * (rev[:, 3] - rev[:, 1])).astype(F)
+        self.anchors = anchors
+        self.fast = bool(np.isfinite(rev).all() and (self.area > 0).all())
+        self._local = threading.local()
+        self._zero_rows = np.zeros((16, len(self.area)), F)
+
+    def _scratch(self, n: int) -> tuple[np.ndarray, ...]:
+        """This thread's (n, A) work arrays, reused (fresh ones of this size cost more in page
+        faults than the arithmetic): three float32, one bool, one int16."""
+        bufs = getattr(self._local, "bufs", None)
+        if bufs is None or bufs[0].shape[1] < n:
+            cap, num = max(n, 16), len(self.area)
+            floats = np.empty((3, cap, num), F)
+            bufs = self._local.bufs = (
+                floats,
+                np.empty((cap, num), np.bool_),
+                np.empty((cap, num), np.int16),
+            )
+        floats, flags, rows = bufs
+        return floats[0, :n], floats[1, :n], floats[2, :n], flags[:n], rows[:n]
+
+    @staticmethod
+    def _row_numbers(n: int) -> np.ndarray:
+        return np.arange(n, dtype=np.int16)[:, None]
+
+    def _zeros(self, n: int) -> np.ndarray:
+        zeros = self._zero_rows  # shared, never written: replaced when too small
+        if len(zeros) < n:
+            zeros = self._zero_rows = np.zeros((max(n, 2 * len(zeros)), len(self.area)), F)
+        return zeros[:n]
+
+    def match(self, boxes: np.ndarray, criteria: np.float32) -> tuple[np.ndarray, np.ndarray]:
+        """As :func:`match` (``boxes`` (N, 4) float32 ltrb, N > 0)."""
+        well_formed = (boxes[:, 2] >= boxes[:, 0]) & (boxes[:, 3] >= boxes[:, 1])
+        usable = self.fast and len(boxes) < 2**15
+        if not usable or not (well_formed.all() and np.isfinite(boxes).all()):
+            return match(boxes, self.anchors, criteria)
+        n = len(boxes)
+        al, at, ar, ab = self.cols
+        full, w, h, flags, rows = self._scratch(n)
+        zeros = self._zeros(n)
+        full[:] = boxes[:, 2:3]  # one box coordinate per row
+        np.minimum(full, ar, out=w)
+        full[:] = boxes[:, 0:1]
+        np.maximum(full, al, out=full)
+        w -= full
+        np.maximum(zeros, w, out=w)  # zeros first: -0.0 becomes +0.0
+        full[:] = boxes[:, 3:4]
+        np.minimum(full, ab, out=h)
+        full[:] = boxes[:, 1:2]
+        np.maximum(full, at, out=full)
+        h -= full
+        np.maximum(zeros, h, out=h)
+        w *= h  # the intersection
+        area_b = ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])).astype(F)
+        np.add(area_b[:, None], self.area, out=h)
+        h -= w
+        ious = np.divide(w, h, out=w)  # >= +0 everywhere: 0 / positive union when disjoint
+        ious[np.arange(n), np.argmax(ious, axis=1)] = F(2)
+        best_iou = ious.max(axis=0)
+        np.equal(ious, best_iou, out=flags)
+        best = np.multiply(flags, self._row_numbers(n), out=rows).max(axis=0)
+        return best[::-1].astype(np.intp), best_iou[::-1] > criteria
 
 
 def offsets(box_cwh, anchor_cwh, means, stds, scale) -> np.ndarray:
@@ -129,6 +212,7 @@ class BoxEncoder(Operator):
             raise ArgumentError(f"{WHO}: criteria={criteria!r} must be in [0, 1]")
         self.anchors = a.astype(F).reshape(-1, 4)
         self.anchors_cwh = center_wh(self.anchors)
+        self.matcher = AnchorMatcher(self.anchors)
         self.criteria = F(criteria)
         self.offset = bool(offset)
         self.scale = F(scale)
@@ -157,13 +241,14 @@ class BoxEncoder(Operator):
         out_labels = np.zeros(num, labels.dtype)
         if len(boxes) == 0 or num == 0:
             return out, out_labels
-        best, matched = match(boxes, self.anchors, self.criteria)
+        best, matched = self.matcher.match(boxes, self.criteria)
         idx = np.nonzero(matched)[0]
-        cwh = center_wh(boxes[best[idx]])
+        box_idx = best[idx]
+        cwh = center_wh(boxes)[box_idx]  # row-wise: the same as of the gathered rows
         if self.offset:
             cwh = offsets(cwh, self.anchors_cwh[idx], self.means, self.stds, self.scale)
         out[idx] = cwh
-        out_labels[idx] = labels[best[idx]]
+        out_labels[idx] = labels[box_idx]
         return out, out_labels
 
     def run_batch(self, inputs, args, params, stream):
