@@ -101,26 +101,33 @@ def write_boxes(lo: np.ndarray, hi: np.ndarray, layout: str) -> np.ndarray:
 
 
 def _volume(extent: np.ndarray) -> np.ndarray:
-    """Product of the extents along the last axis, in float32, in order (DALI's volume)."""
-    v = extent[..., 0].astype(F)
-    for d in range(1, extent.shape[-1]):
-        v = (v * extent[..., d]).astype(F)
-    return v
+    """Product of the extents along the last axis, in float32, in order (DALI's volume); a
+    new array."""
+    v = extent[..., 0] * extent[..., 1]
+    for d in range(2, extent.shape[-1]):
+        v *= extent[..., d]
+    return v.astype(F, copy=False)
 
 
-def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str) -> np.ndarray:
-    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it."""
+def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str, box_vol=None) -> np.ndarray:
+    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it.
+
+    All float32 (``lo``, ``hi``: (N, ndim); the window: (ndim,)); ``box_vol`` is
+    ``_volume(hi - lo)``, given when the caller has it."""
     ilo = np.maximum(lo, crop_lo)
     ihi = np.minimum(hi, crop_hi)
-    disjoint = (ihi <= ilo).any(axis=1)
-    inter = np.where(disjoint, F(0), _volume((ihi - ilo).astype(F)))
-    box_vol = _volume((hi - lo).astype(F))
+    ext = np.subtract(ihi, ilo, dtype=F)
+    disjoint = (ext <= 0).any(axis=1)
+    inter = _volume(ext)
+    inter[disjoint] = 0
+    if box_vol is None:
+        box_vol = _volume(np.subtract(hi, lo, dtype=F))
     with np.errstate(divide="ignore", invalid="ignore"):
         if metric == "overlap":
-            out = (inter / box_vol).astype(F)
-        else:
-            crop_vol = _volume((crop_hi - crop_lo).astype(F)[None])[0]
-            out = np.where(inter == 0, F(0), inter / ((crop_vol + box_vol) - inter)).astype(F)
+            return np.divide(inter, box_vol, dtype=F)
+        crop_vol = _volume(np.subtract(crop_hi, crop_lo, dtype=F)[None])[0]
+        out = np.divide(inter, (crop_vol + box_vol) - inter, dtype=F)
+    out[inter == 0] = 0
     return out
 
 
@@ -325,6 +332,8 @@ class RandomBBoxCrop(Operator):
         return np.asarray([v[layout.index(c)] for c in _SHAPE_LAYOUT[ndim]], np.int64)
 
     def _fix_aspect_ratios(self, shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if not any(lo == hi for lo, hi in self.ar_ranges):
+            return shape  # no extent is tied to another (and no random order is drawn)
         ndim = len(shape)
         fixed = np.zeros((ndim, ndim), F)
         k, need = 0, False
@@ -372,8 +381,7 @@ class RandomBBoxCrop(Operator):
             rel_lo = (anchor / inp).astype(F)
             rel_hi = (rel_lo + (crop_shape.astype(F) / inp)).astype(F)
             return rel_lo, rel_hi, out_lo, out_hi
-        lo, hi = self.scaling
-        shape = rng.uniform(lo, hi, ndim).astype(F)
+        shape = self._uniform(rng, *self.scaling, ndim).astype(F)
         if input_shape is not None:  # aspect ratios of the window in pixels
             inp = input_shape.astype(F)
             pixels = self._fix_aspect_ratios((shape * inp).astype(F), rng)
@@ -386,12 +394,138 @@ class RandomBBoxCrop(Operator):
             shape = self._fix_aspect_ratios(shape, rng)
             if not self._valid_aspect_ratio(shape):
                 return None
-        anchor = np.asarray([rng.uniform(0.0, float(F(1) - s)) for s in shape], F)
+        high = (F(1) - shape).astype(np.float64)
+        if (high < 0).any():  # uniform() refuses high < low
+            anchor = np.asarray([rng.uniform(0.0, float(h)) for h in high], F)
+        else:
+            anchor = (0.0 + high * rng.random(ndim)).astype(F)  # rng.uniform(0, high) each
         rel_lo, rel_hi = anchor, (anchor + shape).astype(F)
         return rel_lo, rel_hi, rel_lo, rel_hi
 
+    @staticmethod
+    def _uniform(rng: np.random.Generator, lo: float, hi: float, n: int) -> np.ndarray:
+        """``rng.uniform(lo, hi, n)`` (the same draws and values: numpy computes each as
+        ``lo + (hi - lo) * next_double``), a few times faster for a few values."""
+        lo, hi = float(lo), float(hi)
+        return lo + (hi - lo) * rng.random(n)
+
+    def _plan(self, rng, ndim, crop_shape, input_shape, iterations: int, planned: int):
+        """The next ``iterations`` option draws and their candidates, drawn in the order
+        :meth:`find_crop_reference` draws them: a list of (threshold, [candidate or None]), or
+        None for "no crop" (the list ends there). ``planned`` candidates were drawn before; no
+        option is drawn once ``total_num_attempts`` are. Drawing more than the search will use
+        is harmless: the generator belongs to this sample."""
+        plan: list = []
+        for _ in range(iterations):
+            if 0 <= self.total_num_attempts <= planned:
+                break
+            no_crop, threshold = self.options[int(rng.integers(len(self.options)))]
+            if no_crop:
+                plan.append(None)
+                break
+            cands = [
+                self._candidate(rng, ndim, crop_shape, input_shape)
+                for _ in range(self.num_attempts)
+            ]
+            planned += len(cands)
+            plan.append((threshold, cands))
+        return plan, planned
+
+    def _score(self, cands, lo, hi, box_vol, centroid):
+        """(metric per candidate, kept-box mask per candidate (K, N)) of the candidates' relative
+        windows, computed at once; each value is :func:`overlap_metrics` / :func:`keep_boxes`
+        of that window (the same float32 operations, element by element)."""
+        clo = np.stack([c[0] for c in cands])[:, None, :]  # (K, 1, ndim)
+        chi = np.stack([c[1] for c in cands])[:, None, :]
+        ext = np.subtract(np.minimum(hi, chi), np.maximum(lo, clo), dtype=F)  # (K, N, ndim)
+        disjoint = (ext <= 0).any(axis=2)
+        inter = _volume(ext)
+        inter[disjoint] = 0
+        if self.metric == "overlap":
+            ious = np.divide(inter, box_vol, dtype=F)
+        else:
+            crop_vol = _volume(np.subtract(chi, clo, dtype=F))  # (K, 1)
+            ious = np.divide(inter, (crop_vol + box_vol) - inter, dtype=F)
+            ious[inter == 0] = 0
+        metrics = ious.min(axis=1) if self.all_boxes else ious.max(axis=1)
+        if self.prune is None:
+            keep = ((centroid >= clo) & (centroid < chi)).all(axis=2)
+        else:
+            share = ious if self.metric == "overlap" else np.divide(inter, box_vol, dtype=F)
+            keep = ~disjoint & (share >= F(self.prune))
+        return metrics.tolist(), keep
+
     def find_crop(self, lo, hi, rng, crop_shape=None, input_shape=None):
-        """(window lo, window hi, kept box indices, kept lo, kept hi) for one sample."""
+        """(window lo, window hi, kept box indices, kept lo, kept hi) for one sample.
+
+        The search of :meth:`find_crop_reference`, with its random draws and its result, but
+        the candidates of a few options at a time are scored in one numpy computation (the
+        per-candidate numpy calls were most of the operator's time)."""
+        n = len(lo)
+        if n == 0:
+            return self.find_crop_reference(lo, hi, rng, crop_shape, input_shape)
+        ndim = lo.shape[1]
+        box_vol = _volume(np.subtract(hi, lo, dtype=F))
+        centroid = ((lo + hi) * F(0.5)).astype(F)
+        count, best, result, success = 0, -1.0, None, False
+        planned, iterations = 0, 4
+        while not success:
+            plan, planned = self._plan(rng, ndim, crop_shape, input_shape, iterations, planned)
+            iterations *= 2
+            if not plan:  # total_num_attempts reached
+                break
+            cands = [c for step in plan if step is not None for c in step[1] if c is not None]
+            if cands:
+                metrics, keep = self._score(cands, lo, hi, box_vol, centroid)
+            j = 0
+            for step in plan:
+                if success or 0 <= self.total_num_attempts <= count:
+                    break
+                if step is None:  # no crop: the whole image, every box
+                    out_hi = np.ones(ndim, F) if crop_shape is None else input_shape.astype(F)
+                    return np.zeros(ndim, F), out_hi, np.arange(n), lo, hi
+                threshold, step_cands = step
+                for cand in step_cands:
+                    count += 1
+                    if cand is None:
+                        continue
+                    metric, kept = metrics[j], keep[j]
+                    j += 1
+                    valid = metric >= threshold
+                    if metric <= best and not valid:
+                        continue
+                    best = metric
+                    result = (cand, kept)
+                    success = valid and bool(kept.any())
+            else:
+                if not success and 0 <= self.total_num_attempts <= count:
+                    break
+                continue
+            break
+        if not success:
+            self._warn_no_window(count, best)
+            if result is None:  # every candidate had a bad aspect ratio: the whole image
+                full = np.ones(ndim, F) if crop_shape is None else input_shape.astype(F)
+                return np.zeros(ndim, F), full, np.arange(n), lo, hi
+        (rel_lo, rel_hi, out_lo, out_hi), kept = result
+        kept = np.nonzero(kept)[0]
+        new_lo, new_hi = remap_boxes(rel_lo, rel_hi, lo[kept], hi[kept])
+        return out_lo, out_hi, kept, new_lo, new_hi
+
+    @staticmethod
+    def _warn_no_window(count: int, best: float) -> None:
+        logger.warning(
+            "%s: could not find a valid cropping window to satisfy the specified "
+            "requirements (attempted %d times); using the best cropping window so far "
+            "(best_metric=%g)",
+            WHO,
+            count,
+            float(best),
+        )
+
+    def find_crop_reference(self, lo, hi, rng, crop_shape=None, input_shape=None):
+        """:meth:`find_crop`, one candidate at a time, as the module docstring tells it (the
+        reference its tests compare it with; samples without boxes take this path)."""
         ndim = lo.shape[1] if lo.ndim == 2 else 2
         n = len(lo)
         count, best = 0, F(-1)
@@ -424,14 +558,7 @@ class RandomBBoxCrop(Operator):
                 result = (out_lo, out_hi, keep, new_lo, new_hi)
                 success = valid and len(keep) > 0
         if not success:
-            logger.warning(
-                "%s: could not find a valid cropping window to satisfy the specified "
-                "requirements (attempted %d times); using the best cropping window so far "
-                "(best_metric=%g)",
-                WHO,
-                count,
-                float(best),
-            )
+            self._warn_no_window(count, best)
             if result is None:  # every candidate had a bad aspect ratio: the whole image
                 # (DALI returns an empty window then)
                 full = np.ones(ndim, F) if crop_shape is None else input_shape.astype(F)

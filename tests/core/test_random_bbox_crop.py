@@ -294,3 +294,60 @@ def test_legacy_class_and_argument_errors():
         run_crop([np.zeros((2, 5), F)])
     with pytest.raises(ArgumentError, match="2 labels for 3 bounding boxes"):
         run_crop([random_ltrb(np.random.default_rng(0), 3)], [np.zeros(2, np.int32)])
+
+
+# --- the chunked search against the one-candidate-at-a-time search ---------------------------
+
+
+def crop_op(**kw):
+    from dlpipe.operators.random_bbox_crop import RandomBBoxCrop
+
+    return RandomBBoxCrop(**kw)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0], num_attempts=1),
+        dict(aspect_ratio=[0.5, 2.0], thresholds=[0.3, 0.9], scaling=[0.3, 1.0], num_attempts=3),
+        dict(thresholds=[0.95], scaling=[0.1, 0.4], total_num_attempts=7, allow_no_crop=False),
+        dict(thresholds=[0.2, 0.6], threshold_type="overlap", scaling=[0.2, 0.9], num_attempts=2),
+        dict(thresholds=[0.3], all_boxes_above_threshold=False, bbox_prune_threshold=0.3),
+        dict(aspect_ratio=[1.0, 1.0], thresholds=[0.1], scaling=[0.2, 0.8], input_shape=[640, 480]),
+        dict(crop_shape=[120, 100], input_shape=[300, 200], thresholds=[0.1], total_num_attempts=9),
+        dict(aspect_ratio=[0.5, 2.0, 0.5, 2.0, 1.0, 1.0], thresholds=[0.3], scaling=[0.3, 1.0]),
+    ],
+)
+def test_chunked_search_is_the_reference_search(kw, caplog):
+    """find_crop scores several options' candidates at once: its windows, kept boxes and
+    warnings are those of find_crop_reference, draw for draw, seed for seed."""
+    ndim = 3 if len(kw.get("aspect_ratio", [])) == 6 else 2
+    op = crop_op(**kw)
+    rng = np.random.default_rng(21)
+    crop = None if "crop_shape" not in kw else np.asarray(kw["crop_shape"], np.int64)
+    inp = None if "input_shape" not in kw else np.asarray(kw["input_shape"], np.int64)
+    for i in range(40):
+        boxes = random_ltrb(rng, int(rng.integers(0, 7)), ndim)
+        lo, hi = boxes[:, :ndim].copy(), boxes[:, ndim:].copy()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            got = op.find_crop(lo, hi, np.random.default_rng(i), crop, inp)
+        got_log = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            want = op.find_crop_reference(lo, hi, np.random.default_rng(i), crop, inp)
+        assert got_log == [r.getMessage() for r in caplog.records]
+        for g, w in zip(got, want, strict=True):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.shape == w.shape and np.array_equal(g, w), (i, g, w)
+            assert g.dtype == w.dtype or g.dtype.kind == w.dtype.kind == "i"
+
+
+def test_fast_uniform_draws_are_numpys():
+    from dlpipe.operators.random_bbox_crop import RandomBBoxCrop
+
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    for lo, hi in [(0.3, 1.0), (F(0.1), F(0.9)), (0.0, 0.0), (0.25, 0.5)]:
+        want = a.uniform(lo, hi, 3)
+        got = RandomBBoxCrop._uniform(b, lo, hi, 3)
+        assert np.array_equal(got, want) and got.dtype == want.dtype
