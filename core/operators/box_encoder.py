@@ -64,8 +64,8 @@ def match(boxes: np.ndarray, anchors: np.ndarray, criteria: float) -> tuple[np.n
 
 
 class AnchorMatcher:
-    """:func:`match` for one fixed set of anchors, in about a tenth of its time, with the same
-    result (the per-sample cost of SSD's input pipeline is this matching).
+    """:func:`match` for one fixed set of anchors, several times faster, with the same result
+    (this matching is most of the host time of SSD's input pipelines).
 
     How: the anchors are kept in reverse order, as contiguous columns, so that the first maximum
     of a row (numpy's fast ``argmax``) is the last one of the original order; each box's
@@ -73,8 +73,8 @@ class AnchorMatcher:
     a scalar operand are several times slower); the intersection is clamped at 0 instead of
     masked by the strict-overlap test, which gives the same IoU (0) for disjoint boxes when the
     anchors have positive areas and the boxes are well-formed (finite, ``r >= l``, ``b >= t``);
-    :meth:`match` falls back to :func:`match` for anything else. The last maximum of each
-    column is the largest row index equal to the column's maximum.
+    :meth:`matches` falls back to :func:`match` for anything else. Only the matched columns
+    look for their box (the last row holding the column's maximum).
     """
 
     def __init__(self, anchors: np.ndarray) -> None:
@@ -86,24 +86,13 @@ class AnchorMatcher:
         self._local = threading.local()
         self._zero_rows = np.zeros((16, len(self.area)), F)
 
-    def _scratch(self, n: int) -> tuple[np.ndarray, ...]:
-        """This thread's (n, A) work arrays, reused (fresh ones of this size cost more in page
-        faults than the arithmetic): three float32, one bool, one int16."""
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's three (n, A) float32 work arrays, reused: fresh ones of this size cost
+        more in page faults than the arithmetic."""
         bufs = getattr(self._local, "bufs", None)
-        if bufs is None or bufs[0].shape[1] < n:
-            cap, num = max(n, 16), len(self.area)
-            floats = np.empty((3, cap, num), F)
-            bufs = self._local.bufs = (
-                floats,
-                np.empty((cap, num), np.bool_),
-                np.empty((cap, num), np.int16),
-            )
-        floats, flags, rows = bufs
-        return floats[0, :n], floats[1, :n], floats[2, :n], flags[:n], rows[:n]
-
-    @staticmethod
-    def _row_numbers(n: int) -> np.ndarray:
-        return np.arange(n, dtype=np.int16)[:, None]
+        if bufs is None or bufs.shape[1] < n:
+            bufs = self._local.bufs = np.empty((3, max(n, 16), len(self.area)), F)
+        return bufs[0, :n], bufs[1, :n], bufs[2, :n]
 
     def _zeros(self, n: int) -> np.ndarray:
         zeros = self._zero_rows  # shared, never written: replaced when too small
@@ -111,15 +100,16 @@ class AnchorMatcher:
             zeros = self._zero_rows = np.zeros((max(n, 2 * len(zeros)), len(self.area)), F)
         return zeros[:n]
 
-    def match(self, boxes: np.ndarray, criteria: np.float32) -> tuple[np.ndarray, np.ndarray]:
-        """As :func:`match` (``boxes`` (N, 4) float32 ltrb, N > 0)."""
-        well_formed = (boxes[:, 2] >= boxes[:, 0]) & (boxes[:, 3] >= boxes[:, 1])
-        usable = self.fast and len(boxes) < 2**15
-        if not usable or not (well_formed.all() and np.isfinite(boxes).all()):
-            return match(boxes, self.anchors, criteria)
+    def matches(self, boxes: np.ndarray, criteria: np.float32) -> tuple[np.ndarray, np.ndarray]:
+        """(matched anchors, ascending; the box of each), as :func:`match` finds them
+        (``boxes`` (N, 4) float32 ltrb, N > 0)."""
+        if not self.fast or not (np.isfinite(boxes).all() and (boxes[:, 2:] >= boxes[:, :2]).all()):
+            best, matched = match(boxes, self.anchors, criteria)
+            idx = np.flatnonzero(matched)
+            return idx, best[idx]
         n = len(boxes)
         al, at, ar, ab = self.cols
-        full, w, h, flags, rows = self._scratch(n)
+        full, w, h = self._scratch(n)
         zeros = self._zeros(n)
         full[:] = boxes[:, 2:3]  # one box coordinate per row
         np.minimum(full, ar, out=w)
@@ -140,9 +130,12 @@ class AnchorMatcher:
         ious = np.divide(w, h, out=w)  # >= +0 everywhere: 0 / positive union when disjoint
         ious[np.arange(n), np.argmax(ious, axis=1)] = F(2)
         best_iou = ious.max(axis=0)
-        np.equal(ious, best_iou, out=flags)
-        best = np.multiply(flags, self._row_numbers(n), out=rows).max(axis=0)
-        return best[::-1].astype(np.intp), best_iou[::-1] > criteria
+        hits = np.flatnonzero(best_iou > criteria)  # matched anchors, reversed order
+        # each one's box: the last row holding the column's maximum
+        ties = ious[:, hits] == best_iou[hits]
+        box = (n - 1) - np.argmax(ties[::-1], axis=0)
+        num = len(self.area)
+        return ((num - 1) - hits)[::-1], box[::-1]
 
 
 def offsets(box_cwh, anchor_cwh, means, stds, scale) -> np.ndarray:
@@ -241,9 +234,7 @@ class BoxEncoder(Operator):
         out_labels = np.zeros(num, labels.dtype)
         if len(boxes) == 0 or num == 0:
             return out, out_labels
-        best, matched = self.matcher.match(boxes, self.criteria)
-        idx = np.nonzero(matched)[0]
-        box_idx = best[idx]
+        idx, box_idx = self.matcher.matches(boxes, self.criteria)
         cwh = center_wh(boxes)[box_idx]  # row-wise: the same as of the gathered rows
         if self.offset:
             cwh = offsets(cwh, self.anchors_cwh[idx], self.means, self.stds, self.scale)
