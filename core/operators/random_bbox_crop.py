@@ -32,12 +32,16 @@ so results do not depend on the thread count (they are not DALI's draws: DALI us
 from __future__ import annotations
 
 import logging
+import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, register
+from ._bbox_crop_search import Boxes, Search, search_all
+from ._small import per_sample
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +50,17 @@ F = np.float32
 _START_END = {2: "xyXY", 3: "xyzXYZ"}
 _START_SHAPE = {2: "xyWH", 3: "xyzWHD"}
 _SHAPE_LAYOUT = {2: "WH", 3: "WHD"}
+_F32 = struct.Struct("f")
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to the nearest float32, as a Python float (``float(np.float32(x))`` in a
+    fifth of the time). A float32 ``+ - * /`` is the float64 operation rounded this way (float64
+    has more than twice float32's precision, so the double rounding is exact)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:  # beyond float32's range: what the cast gives
+        return math.copysign(math.inf, x)
 
 
 def _floats(value, name: str) -> list[float]:
@@ -101,26 +116,33 @@ def write_boxes(lo: np.ndarray, hi: np.ndarray, layout: str) -> np.ndarray:
 
 
 def _volume(extent: np.ndarray) -> np.ndarray:
-    """Product of the extents along the last axis, in float32, in order (DALI's volume)."""
-    v = extent[..., 0].astype(F)
-    for d in range(1, extent.shape[-1]):
-        v = (v * extent[..., d]).astype(F)
-    return v
+    """Product of the extents along the last axis, in float32, in order (DALI's volume); a
+    new array."""
+    v = extent[..., 0] * extent[..., 1]
+    for d in range(2, extent.shape[-1]):
+        v *= extent[..., d]
+    return v.astype(F, copy=False)
 
 
-def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str) -> np.ndarray:
-    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it."""
+def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str, box_vol=None) -> np.ndarray:
+    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it.
+
+    All float32 (``lo``, ``hi``: (N, ndim); the window: (ndim,)); ``box_vol`` is
+    ``_volume(hi - lo)``, given when the caller has it."""
     ilo = np.maximum(lo, crop_lo)
     ihi = np.minimum(hi, crop_hi)
-    disjoint = (ihi <= ilo).any(axis=1)
-    inter = np.where(disjoint, F(0), _volume((ihi - ilo).astype(F)))
-    box_vol = _volume((hi - lo).astype(F))
+    ext = np.subtract(ihi, ilo, dtype=F)
+    disjoint = (ext <= 0).any(axis=1)
+    inter = _volume(ext)
+    inter[disjoint] = 0
+    if box_vol is None:
+        box_vol = _volume(np.subtract(hi, lo, dtype=F))
     with np.errstate(divide="ignore", invalid="ignore"):
         if metric == "overlap":
-            out = (inter / box_vol).astype(F)
-        else:
-            crop_vol = _volume((crop_hi - crop_lo).astype(F)[None])[0]
-            out = np.where(inter == 0, F(0), inter / ((crop_vol + box_vol) - inter)).astype(F)
+            return np.divide(inter, box_vol, dtype=F)
+        crop_vol = _volume(np.subtract(crop_hi, crop_lo, dtype=F)[None])[0]
+        out = np.divide(inter, (crop_vol + box_vol) - inter, dtype=F)
+    out[inter == 0] = 0
     return out
 
 
@@ -144,6 +166,13 @@ def remap_boxes(crop_lo, crop_hi, lo, hi) -> tuple[np.ndarray, np.ndarray]:
     start = ((np.maximum(crop_lo, lo) - crop_lo) / extent).astype(F)
     end = ((np.minimum(crop_hi, hi) - crop_lo) / extent).astype(F)
     return np.clip(start, 0, 1).astype(F), np.clip(end, 0, 1).astype(F)
+
+
+def _div32(a: float, b: float) -> float:
+    """float32 ``a / b`` of two float32 values (inf or nan on a zero divisor, as numpy)."""
+    if b == 0:
+        return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1, b)
+    return f32(a / b)
 
 
 @register(legacy=("RandomBBoxCrop",))
@@ -188,6 +217,7 @@ class RandomBBoxCrop(Operator):
     num_outputs = 3
     is_random = True
     arg_inputs = frozenset({"crop_shape", "input_shape"})
+    batch_level = True  # run_batch_cpu: the batch's windows are searched together
 
     def setup(
         self,
@@ -219,6 +249,9 @@ class RandomBBoxCrop(Operator):
                 f"{WHO}: aspect_ratio={aspect_ratio!r} must have 2 values (6 for 3-D boxes)"
             )
         self.ar_ranges = [(F(ar[i]), F(ar[i + 1])) for i in range(0, len(ar), 2)]
+        # a range of one value ties two extents (a random order is drawn to fix them)
+        self._ar_tied = any(lo == hi for lo, hi in self.ar_ranges)
+        self._ar_floats = [(float(lo), float(hi)) for lo, hi in self.ar_ranges]
         for lo, hi in self.ar_ranges:
             if not 0 <= lo <= hi:
                 raise ArgumentError(
@@ -325,6 +358,8 @@ class RandomBBoxCrop(Operator):
         return np.asarray([v[layout.index(c)] for c in _SHAPE_LAYOUT[ndim]], np.int64)
 
     def _fix_aspect_ratios(self, shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if not any(lo == hi for lo, hi in self.ar_ranges):
+            return shape  # no extent is tied to another (and no random order is drawn)
         ndim = len(shape)
         fixed = np.zeros((ndim, ndim), F)
         k, need = 0, False
@@ -372,8 +407,7 @@ class RandomBBoxCrop(Operator):
             rel_lo = (anchor / inp).astype(F)
             rel_hi = (rel_lo + (crop_shape.astype(F) / inp)).astype(F)
             return rel_lo, rel_hi, out_lo, out_hi
-        lo, hi = self.scaling
-        shape = rng.uniform(lo, hi, ndim).astype(F)
+        shape = self._uniform(rng, *self.scaling, ndim).astype(F)
         if input_shape is not None:  # aspect ratios of the window in pixels
             inp = input_shape.astype(F)
             pixels = self._fix_aspect_ratios((shape * inp).astype(F), rng)
@@ -386,12 +420,127 @@ class RandomBBoxCrop(Operator):
             shape = self._fix_aspect_ratios(shape, rng)
             if not self._valid_aspect_ratio(shape):
                 return None
-        anchor = np.asarray([rng.uniform(0.0, float(F(1) - s)) for s in shape], F)
+        high = (F(1) - shape).astype(np.float64)
+        if (high < 0).any():  # uniform() refuses high < low
+            anchor = np.asarray([rng.uniform(0.0, float(h)) for h in high], F)
+        else:
+            anchor = (0.0 + high * rng.random(ndim)).astype(F)  # rng.uniform(0, high) each
         rel_lo, rel_hi = anchor, (anchor + shape).astype(F)
         return rel_lo, rel_hi, rel_lo, rel_hi
 
+    def _floats(self, rng, ndim, crop_shape, input_shape):
+        """:meth:`_candidate` of a relative window whose aspect ratios tie no extents, the same
+        draws and values, computed on Python floats rounded to float32 (:func:`f32`) instead
+        of numpy arrays of two or three values (the operator's main per-candidate cost); the
+        window's lo and hi are lists of floats."""
+        lo, hi = float(self.scaling[0]), float(self.scaling[1])
+        shape = [f32(lo + (hi - lo) * u) for u in rng.random(ndim).tolist()]
+        if input_shape is not None:  # aspect ratios of the window in pixels
+            inp = input_shape.astype(F).tolist()
+            pixels = [f32(s * i) for s, i in zip(shape, inp, strict=True)]
+            if not self._valid_ratios(pixels):
+                return None
+            shape = [_div32(p, i) for p, i in zip(pixels, inp, strict=True)]
+            if any(s > 1 for s in shape):
+                return None
+        elif not self._valid_ratios(shape):
+            return None
+        high = [f32(1.0 - s) for s in shape]
+        if any(h < 0 for h in high):  # as _candidate: uniform() one extent at a time
+            anchor = [f32(rng.uniform(0.0, h)) for h in high]
+        else:
+            anchor = [
+                f32(0.0 + h * u) for h, u in zip(high, rng.random(ndim).tolist(), strict=True)
+            ]
+        end = [f32(a + s) for a, s in zip(anchor, shape, strict=True)]
+        return anchor, end, anchor, end
+
+    def _valid_ratios(self, shape: list[float]) -> bool:
+        """:meth:`_valid_aspect_ratio` of a shape given as float32 values in Python floats."""
+        k, ndim, ranges = 0, len(shape), self._ar_floats
+        for i in range(ndim):
+            for j in range(i + 1, ndim):
+                lo, hi = ranges[k]
+                if not lo <= _div32(shape[i], shape[j]) <= hi:
+                    return False
+                k = (k + 1) % len(ranges)
+        return True
+
+    @staticmethod
+    def _uniform(rng: np.random.Generator, lo: float, hi: float, n: int) -> np.ndarray:
+        """``rng.uniform(lo, hi, n)`` (the same draws and values: numpy computes each as
+        ``lo + (hi - lo) * next_double``), a few times faster for a few values."""
+        lo, hi = float(lo), float(hi)
+        return lo + (hi - lo) * rng.random(n)
+
+    def _plan(self, rng, ndim, crop_shape, input_shape, iterations: int, planned: int):
+        """The next ``iterations`` option draws and their candidates, drawn in the order
+        :meth:`find_crop_reference` draws them: a list of (threshold, [candidate or None]), or
+        None for "no crop" (the list ends there). ``planned`` candidates were drawn before; no
+        option is drawn once ``total_num_attempts`` are. Drawing more than the search will use
+        is harmless: the generator belongs to this sample."""
+        plan: list = []
+        for _ in range(iterations):
+            if 0 <= self.total_num_attempts <= planned:
+                break
+            no_crop, threshold = self.options[int(rng.integers(len(self.options)))]
+            if no_crop:
+                plan.append(None)
+                break
+            make = self._candidate if self._ar_tied or crop_shape is not None else self._floats
+            cands = [make(rng, ndim, crop_shape, input_shape) for _ in range(self.num_attempts)]
+            planned += len(cands)
+            plan.append((threshold, cands))
+        return plan, planned
+
     def find_crop(self, lo, hi, rng, crop_shape=None, input_shape=None):
-        """(window lo, window hi, kept box indices, kept lo, kept hi) for one sample."""
+        """(window lo, window hi, kept box indices, kept lo, kept hi) for one sample.
+
+        The search of :meth:`find_crop_reference`, with its random draws and its result, but
+        the candidates of a few options at a time are scored in one numpy computation
+        (``_bbox_crop_search.py``)."""
+        n = len(lo)
+        if n == 0:
+            return self.find_crop_reference(lo, hi, rng, crop_shape, input_shape)
+        ndim = lo.shape[1]
+        boxes = Boxes(lo, hi, [n], _volume(np.subtract(hi, lo, dtype=F)))
+        st = Search(rng, crop_shape, input_shape, first_round=4)
+        search_all(self, boxes, [st], ndim, [0])
+        rel_lo, rel_hi, out_lo, out_hi, kept = self._outcome(st, ndim, n)
+        if kept is None:  # the whole image, every box as it is
+            return out_lo, out_hi, np.arange(n), lo, hi
+        new_lo, new_hi = remap_boxes(rel_lo, rel_hi, lo[kept], hi[kept])
+        return out_lo, out_hi, kept, new_lo, new_hi
+
+    def _outcome(self, st: Search, ndim: int, n: int):
+        """(relative window lo, hi, output window lo, hi, kept box indices) of a finished
+        search of a sample with ``n`` boxes; kept is None for the whole image with every box
+        unchanged (the "no crop" option, or no candidate at all). Warns when the search ended
+        without a window that met its threshold."""
+        if not st.no_crop and not st.success:
+            self._warn_no_window(st.count, st.best)
+        if st.no_crop or st.result is None:
+            ones = np.ones(ndim, F)
+            out_hi = ones if st.crop_shape is None else st.input_shape.astype(F)
+            return np.zeros(ndim, F), ones, np.zeros(ndim, F), out_hi, None
+        cand, mask = st.result
+        rel_lo, rel_hi, out_lo, out_hi = (np.asarray(v, F) for v in cand)
+        return rel_lo, rel_hi, out_lo, out_hi, np.nonzero(mask[:n])[0]
+
+    @staticmethod
+    def _warn_no_window(count: int, best: float) -> None:
+        logger.warning(
+            "%s: could not find a valid cropping window to satisfy the specified "
+            "requirements (attempted %d times); using the best cropping window so far "
+            "(best_metric=%g)",
+            WHO,
+            count,
+            float(best),
+        )
+
+    def find_crop_reference(self, lo, hi, rng, crop_shape=None, input_shape=None):
+        """:meth:`find_crop`, one candidate at a time, as the module docstring tells it (the
+        reference its tests compare it with; samples without boxes take this path)."""
         ndim = lo.shape[1] if lo.ndim == 2 else 2
         n = len(lo)
         count, best = 0, F(-1)
@@ -424,33 +573,38 @@ class RandomBBoxCrop(Operator):
                 result = (out_lo, out_hi, keep, new_lo, new_hi)
                 success = valid and len(keep) > 0
         if not success:
-            logger.warning(
-                "%s: could not find a valid cropping window to satisfy the specified "
-                "requirements (attempted %d times); using the best cropping window so far "
-                "(best_metric=%g)",
-                WHO,
-                count,
-                float(best),
-            )
+            self._warn_no_window(count, best)
             if result is None:  # every candidate had a bad aspect ratio: the whole image
                 # (DALI returns an empty window then)
                 full = np.ones(ndim, F) if crop_shape is None else input_shape.astype(F)
                 return np.zeros(ndim, F), full, np.arange(n), lo, hi
         return result
 
-    def run_sample(self, inputs, args, param):
-        boxes = inputs[0]
+    def _check(self, boxes: np.ndarray, labels: np.ndarray | None) -> int:
+        """The boxes' ndim (2 or 3), after the checks of the inputs."""
         if boxes.dtype != np.float32:
             raise ArgumentError(f"{WHO}: bounding boxes must be float32, got {boxes.dtype}")
         if boxes.ndim != 2 or boxes.shape[1] not in (4, 6):
             raise ArgumentError(
                 f"{WHO}: bounding boxes must have shape (N, 4) or (N, 6), got {boxes.shape}"
             )
-        ndim = boxes.shape[1] // 2
-        layout = self._layout(ndim)
-        lo, hi = read_boxes(boxes, layout)
+        if labels is not None and len(labels) != len(boxes):
+            raise ArgumentError(f"{WHO}: {len(labels)} labels for {len(boxes)} bounding boxes")
+        return boxes.shape[1] // 2
+
+    def _shapes(self, args: dict, ndim: int):
+        """(crop_shape, input_shape) of one sample, in canonical order, or None each."""
         crop_shape = self._shape_arg("crop_shape", args, ndim) if self.fixed_crop else None
         input_shape = self._shape_arg("input_shape", args, ndim) if self.input_shape_given else None
+        return crop_shape, input_shape
+
+    def run_sample(self, inputs, args, param):
+        boxes = inputs[0]
+        labels = inputs[1] if self.has_labels else None
+        ndim = self._check(boxes, labels)
+        layout = self._layout(ndim)
+        lo, hi = read_boxes(boxes, layout)
+        crop_shape, input_shape = self._shapes(args, ndim)
         rng = np.random.default_rng(param)
         out_lo, out_hi, keep, new_lo, new_hi = self.find_crop(lo, hi, rng, crop_shape, input_shape)
         outs = [
@@ -459,10 +613,105 @@ class RandomBBoxCrop(Operator):
             write_boxes(new_lo, new_hi, layout).reshape(-1, 2 * ndim),
         ]
         if self.has_labels:
-            labels = inputs[1]
-            if len(labels) != len(boxes):
-                raise ArgumentError(f"{WHO}: {len(labels)} labels for {len(boxes)} bounding boxes")
             outs.append(labels[keep].copy())
         if self.output_bbox_indices:
             outs.append(np.asarray(keep, np.int32))
         return tuple(outs)
+
+    def run_batch_cpu(self, inputs, args, params):
+        """The batch's windows (see ``_bbox_crop_search.py``): per sample, the outputs of
+        :meth:`run_sample` with the same seed; the anchors and shapes as (n, ndim) arrays."""
+        n = len(inputs[0])
+        boxes_in = [np.asarray(b) for b in inputs[0]]
+        labels_in = inputs[1] if self.has_labels else [None] * n
+        ndims, shapes = set(), []
+        for i in range(n):
+            try:
+                ndim = self._check(boxes_in[i], labels_in[i])
+                shapes.append(self._shapes({k: v[i] for k, v in args.items()}, ndim))
+            except Exception as e:
+                e.sample_index = i
+                raise
+            ndims.add(ndim)
+        if len(ndims) != 1:  # 2-D and 3-D boxes in one batch: one sample at a time
+            outs = per_sample(self.run_sample, inputs, args, params, n)
+            return [[o[k] for o in outs] for k in range(self.num_outputs)]
+        (ndim,) = ndims
+        layout = self._layout(ndim)
+        counts = [len(b) for b in boxes_in]
+        lo, hi = self._read_all(boxes_in, layout, ndim)
+        searches = [
+            Search(np.random.default_rng(p), c, s, first_round=2)
+            for p, (c, s) in zip(params, shapes, strict=True)
+        ]
+        active = [i for i in range(n) if counts[i]]
+        boxes = None
+        if active:
+            boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
+            search_all(self, boxes, searches, ndim, active)
+        anchors, ends = np.empty((n, ndim), F), np.empty((n, ndim), F)
+        rows, windows, kept_all = [], [], []
+        for i, st in enumerate(searches):
+            if counts[i] == 0:  # the first window will do (find_crop_reference)
+                empty = np.zeros((0, ndim), F)
+                out_lo, out_hi, kept, _, _ = self.find_crop_reference(
+                    empty, empty, st.rng, st.crop_shape, st.input_shape
+                )
+                rel = None
+            else:
+                rel_lo, rel_hi, out_lo, out_hi, kept = self._outcome(st, ndim, counts[i])
+                rel = None if kept is None else (rel_lo, rel_hi)
+                if kept is None:
+                    kept = np.arange(counts[i])
+                rows.append(boxes.starts[i] + kept)
+                windows.append((rel, len(kept)))
+            anchors[i], ends[i] = out_lo, out_hi
+            kept_all.append(kept)
+        out_boxes = self._remap_all(lo, hi, rows, windows, counts, layout, ndim)
+        outs = [anchors, (ends - anchors).astype(F), out_boxes]
+        if self.has_labels:
+            outs.append([lab[k] for lab, k in zip(labels_in, kept_all, strict=True)])
+        if self.output_bbox_indices:
+            outs.append([np.asarray(k, np.int32) for k in kept_all])
+        return outs
+
+    def _read_all(self, boxes_in: list, layout: str, ndim: int):
+        """(lo, hi) of every sample's boxes, concatenated (:func:`read_boxes`; an error names
+        its sample and the box in it)."""
+        rows = np.concatenate(boxes_in) if boxes_in else np.zeros((0, 2 * ndim), F)
+        try:
+            return read_boxes(rows, layout)
+        except ArgumentError:
+            for i, b in enumerate(boxes_in):
+                try:
+                    read_boxes(b, layout)
+                except ArgumentError as e:
+                    e.sample_index = i
+                    raise
+            raise
+
+    @staticmethod
+    def _remap_all(lo, hi, rows, windows, counts, layout, ndim) -> list[np.ndarray]:
+        """Each sample's kept boxes (global ``rows`` of ``lo``/``hi``) in its window's
+        coordinates (:func:`remap_boxes`, all at once; unchanged where the window is None), in
+        ``layout``: one (K, 2 * ndim) array per sample (one with every sample without boxes)."""
+        out: list[np.ndarray] = []
+        if rows:
+            sel = np.concatenate(rows)
+            sizes = [k for _, k in windows]
+            wlo = np.repeat(
+                np.array([(0.0,) * ndim if w is None else w[0] for w, _ in windows], F), sizes, 0
+            )
+            whi = np.repeat(
+                np.array([(1.0,) * ndim if w is None else w[1] for w, _ in windows], F), sizes, 0
+            )
+            new_lo, new_hi = remap_boxes(wlo, whi, lo[sel], hi[sel])
+            same = np.repeat(np.array([w is None for w, _ in windows]), sizes)
+            if same.any():
+                new_lo[same], new_hi[same] = lo[sel[same]], hi[sel[same]]
+            parts = np.split(write_boxes(new_lo, new_hi, layout), np.cumsum(sizes)[:-1])
+        empty = np.zeros((0, 2 * ndim), F)
+        it = iter(parts if rows else [])
+        for c in counts:
+            out.append(next(it) if c else empty.copy())
+        return out

@@ -267,6 +267,60 @@ def test_box_encoder_offsets_and_ties():
     assert not got_boxes[got_labels == 0].any()  # unmatched anchors are zeros with offset
 
 
+def edge_case_boxes(rng, anchors):
+    """Boxes that probe the fast matcher's shortcuts: zero width or height, -0.0 coordinates,
+    copies of anchors (IoU exactly 1, ties between anchors), boxes that touch anchors' edges
+    without overlapping, the whole image, and random ones."""
+    rows = [
+        [0.2, 0.2, 0.2, 0.5],  # zero width
+        [0.1, 0.3, 0.4, 0.3],  # zero height
+        [0.0, -0.0, -0.0, 0.3],  # -0.0 everywhere it can be
+        [0.0, 0.0, 1.0, 1.0],
+        anchors[3],
+        anchors[len(anchors) // 2],
+        [anchors[5][2], anchors[5][1], min(1.0, anchors[5][2] + 0.1), anchors[5][3]],  # touches
+    ]
+    return np.concatenate([np.asarray(rows, F), gt_boxes(rng, 5)]).astype(F)
+
+
+@pytest.mark.parametrize("criteria", [0.0, 0.5])
+def test_box_encoder_fast_matcher_edge_cases(criteria):
+    rng = np.random.default_rng(11)
+    anchors = ssd_like_anchors(grid=6)
+    op = BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=criteria)
+    assert op.matcher.fast
+    boxes = edge_case_boxes(rng, anchors)
+    labels = np.arange(1, len(boxes) + 1, dtype=np.int32)
+    for sel in (slice(None), slice(0, 3), slice(3, 7), [4, 4, 5], [2]):
+        got_boxes, got_labels = op.run_sample((boxes[sel], labels[sel]), {}, None)
+        want_boxes, want_labels = ref_encode(boxes[sel], labels[sel], anchors, criteria)
+        np.testing.assert_array_equal(got_labels, want_labels)
+        np.testing.assert_array_equal(got_boxes, want_boxes)
+
+
+def test_box_encoder_malformed_boxes_and_anchors_take_the_exact_path():
+    # boxes with r < l or NaNs, and anchors of zero area, are matched as DALI's loops do
+    rng = np.random.default_rng(12)
+    anchors = ssd_like_anchors(grid=4)
+    boxes = gt_boxes(rng, 4)
+    boxes[1] = [0.5, 0.2, 0.3, 0.6]  # r < l: overlaps anchors "strictly" with a negative width
+    labels = np.arange(1, 5, dtype=np.int32)
+    op = BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=0.1)
+    got = op.run_sample((boxes, labels), {}, None)
+    want = ref_encode(boxes, labels, anchors, 0.1)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    flat = anchors.copy()
+    flat[2, 2] = flat[2, 0]  # a zero-width anchor
+    op = BoxEncoder(anchors=flat.reshape(-1).tolist(), criteria=0.1)
+    assert not op.matcher.fast
+    boxes = gt_boxes(rng, 3)
+    got = op.run_sample((boxes, labels[:3]), {}, None)
+    want = ref_encode(boxes, labels[:3], flat, 0.1)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_box_encoder_in_a_pipeline_and_errors():
     rng = np.random.default_rng(3)
     anchors = ssd_like_anchors(grid=4)

@@ -294,3 +294,125 @@ def test_legacy_class_and_argument_errors():
         run_crop([np.zeros((2, 5), F)])
     with pytest.raises(ArgumentError, match="2 labels for 3 bounding boxes"):
         run_crop([random_ltrb(np.random.default_rng(0), 3)], [np.zeros(2, np.int32)])
+
+
+# --- the chunked search against the one-candidate-at-a-time search ---------------------------
+
+
+def crop_op(**kw):
+    from dlpipe.operators.random_bbox_crop import RandomBBoxCrop
+
+    return RandomBBoxCrop(**kw)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0], num_attempts=1),
+        dict(aspect_ratio=[0.5, 2.0], thresholds=[0.3, 0.9], scaling=[0.3, 1.0], num_attempts=3),
+        dict(thresholds=[0.95], scaling=[0.1, 0.4], total_num_attempts=7, allow_no_crop=False),
+        dict(thresholds=[0.2, 0.6], threshold_type="overlap", scaling=[0.2, 0.9], num_attempts=2),
+        dict(thresholds=[0.3], all_boxes_above_threshold=False, bbox_prune_threshold=0.3),
+        dict(aspect_ratio=[1.0, 1.0], thresholds=[0.1], scaling=[0.2, 0.8], input_shape=[640, 480]),
+        dict(crop_shape=[120, 100], input_shape=[300, 200], thresholds=[0.1], total_num_attempts=9),
+        dict(aspect_ratio=[0.5, 2.0, 0.5, 2.0, 1.0, 1.0], thresholds=[0.3], scaling=[0.3, 1.0]),
+    ],
+)
+def test_chunked_search_is_the_reference_search(kw, caplog):
+    """find_crop scores several options' candidates at once: its windows, kept boxes and
+    warnings are those of find_crop_reference, draw for draw, seed for seed."""
+    ndim = 3 if len(kw.get("aspect_ratio", [])) == 6 else 2
+    op = crop_op(**kw)
+    rng = np.random.default_rng(21)
+    crop = None if "crop_shape" not in kw else np.asarray(kw["crop_shape"], np.int64)
+    inp = None if "input_shape" not in kw else np.asarray(kw["input_shape"], np.int64)
+    for i in range(40):
+        boxes = random_ltrb(rng, int(rng.integers(0, 7)), ndim)
+        lo, hi = boxes[:, :ndim].copy(), boxes[:, ndim:].copy()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            got = op.find_crop(lo, hi, np.random.default_rng(i), crop, inp)
+        got_log = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            want = op.find_crop_reference(lo, hi, np.random.default_rng(i), crop, inp)
+        assert got_log == [r.getMessage() for r in caplog.records]
+        for g, w in zip(got, want, strict=True):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.shape == w.shape and np.array_equal(g, w), (i, g, w)
+            assert g.dtype == w.dtype or g.dtype.kind == w.dtype.kind == "i"
+
+
+def test_fast_uniform_draws_are_numpys():
+    from dlpipe.operators.random_bbox_crop import RandomBBoxCrop
+
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    for lo, hi in [(0.3, 1.0), (F(0.1), F(0.9)), (0.0, 0.0), (0.25, 0.5)]:
+        want = a.uniform(lo, hi, 3)
+        got = RandomBBoxCrop._uniform(b, lo, hi, 3)
+        assert np.array_equal(got, want) and got.dtype == want.dtype
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0]),
+        dict(thresholds=[0.2, 0.6], threshold_type="overlap", num_attempts=3, scaling=[0.2, 0.9]),
+        dict(thresholds=[0.95], scaling=[0.1, 0.4], total_num_attempts=5, allow_no_crop=False),
+        dict(thresholds=[0.3], all_boxes_above_threshold=False, bbox_prune_threshold=0.3),
+        dict(
+            aspect_ratio=[0.5, 2.0], thresholds=[0.1, 0.5], scaling=[0.2, 1.0], bbox_layout="xyWH"
+        ),
+        dict(aspect_ratio=[1.0, 1.0], thresholds=[0.1], scaling=[0.2, 0.8]),
+        dict(aspect_ratio=[0.5, 2.0, 0.5, 2.0, 0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1]),
+    ],
+)
+def test_batch_search_is_each_samples_search(kw, caplog):
+    """run_batch_cpu (the pipeline's path) gives every sample the outputs of run_sample with
+    the same seed: windows, boxes, labels, indices, dtypes, shapes and warnings; samples
+    without boxes included."""
+    ndim = 3 if len(kw.get("aspect_ratio", [])) == 6 else 2
+    op = crop_op(**kw, output_bbox_indices=True)
+    op.has_labels, op.num_outputs = True, 5
+    rng = np.random.default_rng(5)
+    boxes = [random_ltrb(rng, int(k), ndim) for k in rng.integers(0, 9, 24)]
+    if kw.get("bbox_layout") == "xyWH":
+        boxes = [np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1) for b in boxes]
+    labels = [np.arange(len(b), dtype=np.int32) * 3 + 1 for b in boxes]
+    params = [int(s) for s in rng.integers(0, 2**62, len(boxes))]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        got = op.run_batch_cpu([boxes, labels], {}, params)
+    got_log = sorted(r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        want = [
+            op.run_sample((b, lab), {}, p) for b, lab, p in zip(boxes, labels, params, strict=True)
+        ]
+    assert got_log == sorted(r.getMessage() for r in caplog.records)
+    for i, w in enumerate(want):
+        for k, wk in enumerate(w):
+            g = np.asarray(got[k][i])
+            assert g.dtype == wk.dtype and g.shape == wk.shape, (i, k, g, wk)
+            assert np.array_equal(g, wk), (i, k, g, wk)
+
+
+def test_batch_search_input_shape_and_errors():
+    """Per-sample input_shape argument inputs in the batch path; a box out of [0, 1] names
+    its sample."""
+    op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=[0.0, 0.5], scaling=[0.3, 1.0])
+    op._configure(shape_node=True)
+    rng = np.random.default_rng(8)
+    boxes = [random_ltrb(rng, int(k)) for k in rng.integers(1, 6, 10)]
+    shapes = [np.asarray([w, h], np.int64) for w, h in rng.integers(50, 900, (10, 2))]
+    params = list(range(100, 110))
+    got = op.run_batch_cpu([boxes], {"input_shape": shapes}, params)
+    for i, b in enumerate(boxes):
+        want = op.run_sample((b,), {"input_shape": shapes[i]}, params[i])
+        for k in range(3):
+            assert np.array_equal(np.asarray(got[k][i]), want[k]), (i, k)
+    bad = [b.copy() for b in boxes]
+    bad[4][0, 2] = 1.5
+    with pytest.raises(ArgumentError, match="out of bounds") as err:
+        op.run_batch_cpu([bad], {"input_shape": shapes}, params)
+    assert err.value.sample_index == 4
