@@ -87,37 +87,12 @@ class Scope:
             s = s.parent
         return True
 
-    def mask(self, values: dict, n: int) -> np.ndarray:
-        """``selects`` for the whole batch at once: a bool (n,) array, one numpy step per
-        enclosing predicate (a sample outside an enclosing scope has no predicate value, None,
-        which counts as False here as there: that scope's own test excludes the sample)."""
-        m = np.ones(n, bool)
-        s = self
-        while s is not None:
-            m &= _bools(values[s.predicate], n) == s.branch
-            s = s.parent
-        return m
-
     def indices(self, values: dict, n: int) -> list[int]:
         """The batch positions of the samples that run in this scope."""
-        return np.flatnonzero(self.mask(values, n)).tolist()
+        return [i for i in range(n) if self.selects(values, i)]
 
     def __repr__(self) -> str:
         return f"Scope({self.predicate.name}=={self.branch}, depth={self.depth})"
-
-
-def _bools(value, n: int) -> np.ndarray:
-    """A predicate's values for a batch of ``n`` as a bool (n,) array: from the batch's array
-    where it has one (``graph.Rows``), else from its samples (None: False)."""
-    arr = getattr(value, "array", None)
-    if arr is None:
-        try:
-            arr = np.asarray(value, dtype=bool)
-        except (TypeError, ValueError):  # samples of differing shapes
-            arr = None
-    if arr is not None and arr.size == n and arr.shape[:1] == (n,):
-        return arr.reshape(n).astype(bool, copy=False)
-    return np.fromiter((bool(value[i]) for i in range(n)), bool, n)
 
 
 # --- tracing ---------------------------------------------------------------------------------------

@@ -174,23 +174,13 @@ def _op_expr(op: str, dt: str, args: list[str], arg_dts: Sequence[str]) -> str:
 
 
 def kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
-    """The CUDA source of one plan (``extern "C" dl_expr``), for ``ndim`` output dimensions;
-    made once per (plan, ndim, width) and kept: a plan runs every batch, and building its
-    source took ~90 us (automatic augmentation runs about 15 plans a batch).
+    """The CUDA source of one plan (``extern "C" dl_expr``), for ``ndim`` output dimensions.
 
     Args:
         steps: the plan (``operators/arithmetic.plan``).
         ndim: dimensions after merging (>= 1).
         wide_index: 64-bit element indices (a sample of 2**31 elements or more).
     """
-    try:
-        return _kernel_source(steps, ndim, wide_index)
-    except TypeError:  # a constant that cannot be a dictionary key: made anew
-        return _kernel_source.__wrapped__(steps, ndim, wide_index)
-
-
-@functools.cache
-def _kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
     idx_t = "long long" if wide_index else "unsigned int"
     loads = sorted({p for kind, _, p in steps if kind == "load"})
     k_of = {k: j for j, k in enumerate(loads)}
@@ -240,7 +230,10 @@ def _kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
     last = f"v{len(steps) - 1}"
     store = f"float_to_half({last})" if out_dt == "float16" else last
     body += [f"    out[i] = {store};", "  }"]
-    common, helpers = _headers()
+    with open(os.path.join(_DIR, "arithmetic.cuh")) as f:
+        helpers = f.read().replace("#pragma once", "").replace('#include "common.cuh"', "")
+    with open(os.path.join(_DIR, "common.cuh")) as f:
+        common = f.read().replace("#pragma once", "")
     clamp = (
         "template <typename T> __device__ __forceinline__ T dl_clamp(T v, T lo, T hi) {\n"
         "  const T x = v < lo ? lo : v;\n  return x > hi ? hi : x;\n}\n"
@@ -252,16 +245,6 @@ def _kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
         + "\n".join(body)
         + "\n}\n"
     )
-
-
-@functools.cache
-def _headers() -> tuple[str, str]:
-    """common.cuh and arithmetic.cuh, inlined into each expression's source."""
-    with open(os.path.join(_DIR, "arithmetic.cuh")) as f:
-        helpers = f.read().replace("#pragma once", "").replace('#include "common.cuh"', "")
-    with open(os.path.join(_DIR, "common.cuh")) as f:
-        common = f.read().replace("#pragma once", "")
-    return common, helpers
 
 
 @functools.cache
