@@ -87,12 +87,29 @@ class Scope:
             s = s.parent
         return True
 
+    def mask(self, values: dict, n: int) -> np.ndarray:
+        """Per sample, whether it runs in this scope: a bool (n,) array, one vectorised step
+        per enclosing scope. Every predicate must be complete (as after a batch-level step)."""
+        m = predicate_mask(values[self.predicate], n)
+        if not self.branch:
+            np.logical_not(m, out=m)
+        return m if self.parent is None else m & self.parent.mask(values, n)
+
     def indices(self, values: dict, n: int) -> list[int]:
         """The batch positions of the samples that run in this scope."""
-        return [i for i in range(n) if self.selects(values, i)]
+        return np.flatnonzero(self.mask(values, n)).tolist()
 
     def __repr__(self) -> str:
         return f"Scope({self.predicate.name}=={self.branch}, depth={self.depth})"
+
+
+def predicate_mask(samples, n: int) -> np.ndarray:
+    """A validated predicate's samples (0-d bools; None where the sample took no part, as
+    outside the enclosing scope) as a fresh bool (n,) array; None counts as False."""
+    arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
+    if arr is not None and arr.shape == (n,):
+        return arr.astype(bool)
+    return np.fromiter((v is not None and bool(v) for v in samples), bool, n)
 
 
 # --- tracing ---------------------------------------------------------------------------------------

@@ -173,8 +173,24 @@ def _op_expr(op: str, dt: str, args: list[str], arg_dts: Sequence[str]) -> str:
     raise ValueError(f"no GPU code for the expression operation {op!r}")
 
 
+@functools.cache
+def _helpers() -> str:
+    """``common.cuh`` and ``arithmetic.cuh`` inlined, and the clamp helper (read once)."""
+    with open(os.path.join(_DIR, "arithmetic.cuh")) as f:
+        helpers = f.read().replace("#pragma once", "").replace('#include "common.cuh"', "")
+    with open(os.path.join(_DIR, "common.cuh")) as f:
+        common = f.read().replace("#pragma once", "")
+    clamp = (
+        "template <typename T> __device__ __forceinline__ T dl_clamp(T v, T lo, T hi) {\n"
+        "  const T x = v < lo ? lo : v;\n  return x > hi ? hi : x;\n}\n"
+    )
+    return f"{common}\n{helpers}\n{clamp}\n"
+
+
+@functools.cache
 def kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
-    """The CUDA source of one plan (``extern "C" dl_expr``), for ``ndim`` output dimensions.
+    """The CUDA source of one plan (``extern "C" dl_expr``), for ``ndim`` output dimensions
+    (memoised: a pipeline launches the same few plans every batch).
 
     Args:
         steps: the plan (``operators/arithmetic.plan``).
@@ -230,27 +246,20 @@ def kernel_source(steps: tuple, ndim: int, wide_index: bool) -> str:
     last = f"v{len(steps) - 1}"
     store = f"float_to_half({last})" if out_dt == "float16" else last
     body += [f"    out[i] = {store};", "  }"]
-    with open(os.path.join(_DIR, "arithmetic.cuh")) as f:
-        helpers = f.read().replace("#pragma once", "").replace('#include "common.cuh"', "")
-    with open(os.path.join(_DIR, "common.cuh")) as f:
-        common = f.read().replace("#pragma once", "")
-    clamp = (
-        "template <typename T> __device__ __forceinline__ T dl_clamp(T v, T lo, T hi) {\n"
-        "  const T x = v < lo ? lo : v;\n  return x > hi ? hi : x;\n}\n"
-    )
-    return (
-        f"{common}\n{helpers}\n{clamp}\n"
-        f'extern "C" __global__ void dl_expr(const long long* __restrict__ descs) {{\n'
+    head = (
+        'extern "C" __global__ void dl_expr(const long long* __restrict__ descs) {\n'
         f"  const long long* d = descs + (long long)blockIdx.z * {row};\n"
-        + "\n".join(body)
-        + "\n}\n"
     )
+    return _helpers() + head + "\n".join(body) + "\n}\n"
 
 
 @functools.cache
-def _get_expr_kernel(source: str, device_id: int):
+def _get_expr_kernel(steps: tuple, ndim: int, wide_index: bool, device_id: int):
+    """The compiled ``dl_expr`` of a plan on a device (memoised by the plan, not its source:
+    one dictionary lookup per launch)."""
     import cupy
 
+    source = kernel_source(steps, ndim, wide_index)
     with cupy.cuda.Device(device_id):
         return cupy.RawModule(code=source, options=("--std=c++17",)).get_function("dl_expr")
 
@@ -368,7 +377,7 @@ def _launch(steps, out_shapes, out_dtype, in_ptrs, in_strides_per_sample, device
         return out
     descs = pack_descriptors(out.ptrs, totals, ext, in_ptrs, sts)
     wide = bool(totals.max() >= 2**31)
-    kernel = _get_expr_kernel(kernel_source(steps, ext.shape[1], wide), device_id)
+    kernel = _get_expr_kernel(steps, ext.shape[1], wide, device_id)
     blocks = int(min(max(1, -(-int(totals.max()) // BLOCK)), 4096))
     with cupy.cuda.Device(device_id):
         dev = upload(descs, stream)
