@@ -220,6 +220,12 @@ def _close_all() -> None:
         ex.close()
 
 
+def _takes_from(node: OpNode, producers: list[OpNode]) -> bool:
+    """Whether an input or argument input of ``node`` is an output of one of ``producers``."""
+    made = set(producers)
+    return any(x.source in made for x in (*node.inputs, *node.arg_nodes.values()))
+
+
 class Executor:
     """Runs the operators of a built graph; see the module docstring.
 
@@ -594,11 +600,19 @@ class Executor:
 
     # --- the CPU stage ------------------------------------------------------------------------
     def _split_segments(self) -> list[tuple[bool, list[OpNode]]]:
-        """Runs of per-sample operators, split at batch-level operators."""
+        """Runs of per-sample operators, split at batch-level operators. A batch-level operator
+        (outside conditionals) that takes nothing from the per-sample run before it runs ahead
+        of that run instead of cutting it in two: each cut waits for the run's last sample,
+        with the workers idle while the batch-level operator runs (DALI's SSD example creates
+        the image decoder before ``random_bbox_crop``, which reads the reader's boxes)."""
         segments: list[tuple[bool, list[OpNode]]] = []
         for node in self.cpu_ops:
             if node.op.batch_level_in(node):
-                segments.append((True, [node]))
+                run = segments[-1][1] if segments and not segments[-1][0] else None
+                if run is not None and node.scope is None and not _takes_from(node, run):
+                    segments.insert(len(segments) - 1, (True, [node]))
+                else:
+                    segments.append((True, [node]))
             elif segments and not segments[-1][0]:
                 segments[-1][1].append(node)
             else:

@@ -34,6 +34,12 @@ def box_rows(x: np.ndarray, who: str, ndim: int = 2) -> np.ndarray:
 def scalar(value: Any, name: str, who: str, kind: type = float) -> float | int:
     """A per-sample scalar argument (a Python number, or a 1-element array from an argument
     input) as a Python ``kind``."""
+    if type(value) is np.ndarray and value.size == 1 and value.dtype.kind in "biuf":
+        item = value.item()  # an argument input's sample: the common case, checked quickly
+        if kind is not int:
+            return kind(item)
+        if float(item) == int(item):
+            return int(item)
     v = np.asarray(value)
     if v.size != 1 or not (np.issubdtype(v.dtype, np.number) or v.dtype == np.bool_):
         raise ArgumentError(f"{who}: {name}={value!r} must be a scalar number")

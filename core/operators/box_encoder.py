@@ -79,26 +79,27 @@ class AnchorMatcher:
 
     def __init__(self, anchors: np.ndarray) -> None:
         rev = np.ascontiguousarray(anchors[::-1], dtype=F)
-        self.cols = [np.ascontiguousarray(rev[:, k]) for k in range(4)]
+        self.lo = np.ascontiguousarray(rev[:, 0:2].T[:, None, :])  # (2, 1, A): l, t
+        self.hi = np.ascontiguousarray(rev[:, 2:4].T[:, None, :])  # r, b
         self.area = ((rev[:, 2] - rev[:, 0]) * (rev[:, 3] - rev[:, 1])).astype(F)
         self.anchors = anchors
         self.fast = bool(np.isfinite(rev).all() and (self.area > 0).all())
         self._local = threading.local()
-        self._zero_rows = np.zeros((16, len(self.area)), F)
+        self._zero_rows = np.zeros((2, 16, len(self.area)), F)
 
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's three (n, A) float32 work arrays, reused: fresh ones of this size cost
-        more in page faults than the arithmetic."""
+        """This thread's work arrays, reused (fresh ones of this size cost more in page faults
+        than the arithmetic): two (2, n, A) float32 (x and y) and one (n, A)."""
         bufs = getattr(self._local, "bufs", None)
         if bufs is None or bufs.shape[1] < n:
-            bufs = self._local.bufs = np.empty((3, max(n, 16), len(self.area)), F)
-        return bufs[0, :n], bufs[1, :n], bufs[2, :n]
+            bufs = self._local.bufs = np.empty((5, max(n, 16), len(self.area)), F)
+        return bufs[0:2, :n], bufs[2:4, :n], bufs[4, :n]
 
     def _zeros(self, n: int) -> np.ndarray:
         zeros = self._zero_rows  # shared, never written: replaced when too small
-        if len(zeros) < n:
-            zeros = self._zero_rows = np.zeros((max(n, 2 * len(zeros)), len(self.area)), F)
-        return zeros[:n]
+        if zeros.shape[1] < n:
+            zeros = self._zero_rows = np.zeros((2, max(n, 2 * zeros.shape[1]), len(self.area)), F)
+        return zeros[:, :n]
 
     def matches(self, boxes: np.ndarray, criteria: np.float32) -> tuple[np.ndarray, np.ndarray]:
         """(matched anchors, ascending; the box of each), as :func:`match` finds them
@@ -108,26 +109,18 @@ class AnchorMatcher:
             idx = np.flatnonzero(matched)
             return idx, best[idx]
         n = len(boxes)
-        al, at, ar, ab = self.cols
-        full, w, h = self._scratch(n)
-        zeros = self._zeros(n)
-        full[:] = boxes[:, 2:3]  # one box coordinate per row
-        np.minimum(full, ar, out=w)
-        full[:] = boxes[:, 0:1]
-        np.maximum(full, al, out=full)
-        w -= full
-        np.maximum(zeros, w, out=w)  # zeros first: -0.0 becomes +0.0
-        full[:] = boxes[:, 3:4]
-        np.minimum(full, ab, out=h)
-        full[:] = boxes[:, 1:2]
-        np.maximum(full, at, out=full)
-        h -= full
-        np.maximum(zeros, h, out=h)
-        w *= h  # the intersection
+        full, ext, inter = self._scratch(n)
+        full[:] = boxes[:, 2:4].T[:, :, None]  # x and y: each box's r, b broadcast into rows
+        np.minimum(full, self.hi, out=ext)
+        full[:] = boxes[:, 0:2].T[:, :, None]  # l, t
+        np.maximum(full, self.lo, out=full)
+        ext -= full
+        np.maximum(self._zeros(n), ext, out=ext)  # zeros first: -0.0 becomes +0.0
+        np.multiply(ext[0], ext[1], out=inter)
         area_b = ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])).astype(F)
-        np.add(area_b[:, None], self.area, out=h)
-        h -= w
-        ious = np.divide(w, h, out=w)  # >= +0 everywhere: 0 / positive union when disjoint
+        union = np.add(area_b[:, None], self.area, out=ext[0])
+        union -= inter
+        ious = np.divide(inter, union, out=inter)  # >= +0: 0 / positive union when disjoint
         ious[np.arange(n), np.argmax(ious, axis=1)] = F(2)
         best_iou = ious.max(axis=0)
         hits = np.flatnonzero(best_iou > criteria)  # matched anchors, reversed order

@@ -128,3 +128,31 @@ def test_equal_shape_outputs_arrive_as_one_array_ragged_ones_as_lists(image_root
         jpegs, _ = fn.readers.file(file_root=image_root, random_shuffle=True)
         ref.set_outputs(fn.resize(fn.decoders.image(jpegs), size=(20, 30)))
     np.testing.assert_array_equal(ref.run()[0].at(2), dense[2])
+
+
+def test_batch_level_operator_runs_ahead_of_a_run_it_does_not_read(make_files):
+    """A batch-level operator that reads nothing of the per-sample run created before it runs
+    ahead of that run (one run, not two cut by it), with the same results."""
+    root, _ = make_files(6)
+    pipe = Pipeline(batch_size=3, num_threads=2, seed=1)
+    with pipe:
+        data, _ = fn.readers.file(file_root=root)
+        (a,) = _call_operator("_test.fail_on", (data,), {})
+        (total,) = _call_operator("_test.batch_sum", (data,), {})
+        (b,) = _call_operator("_test.fail_on", (a,), {})
+        (c,) = _call_operator("_test.fail_on", (total,), {})
+        (d,) = _call_operator("_test.batch_sum", (b,), {})  # reads the run: cuts it
+        pipe.set_outputs(b, c, d)
+    pipe.build()
+    kinds = [(batch, [n.op.schema for n in nodes]) for batch, nodes in pipe._executor._segments]
+    assert kinds == [
+        (True, ["readers.file"]),
+        (True, ["_test.batch_sum"]),
+        (False, ["_test.fail_on", "_test.fail_on", "_test.fail_on"]),
+        (True, ["_test.batch_sum"]),
+    ]
+    for first in (0, 3):
+        b, c, d = pipe.run()
+        assert sample_ids(b) == [first, first + 1, first + 2]
+        assert sample_ids(c) == [3 * first + 3] * 3
+        assert sample_ids(d) == [3 * first + 3] * 3
