@@ -14,8 +14,8 @@ How it works:
 * *Execution* (masked): every operator node created inside a branch records its scope. The
   executor runs it only on the samples whose predicates chose that branch (all of its
   enclosing scopes'), so each branch's operators see exactly their samples; CPU operators skip
-  the others, GPU operators get the sub-batch (``SampleList.take``) and their outputs are
-  scattered back to the batch's positions. Random numbers and other per-sample parameters are
+  the others; GPU values of a branch are held compact, one sample per sample that took it, and
+  merged by interleaving (``_gpu_branches.py``). Random numbers and other per-sample parameters are
   drawn for the whole batch, as always, and indexed by the sample's position, so a sample gets
   the same draws whichever branch it takes. Operators without inputs (readers, random numbers)
   always belong to the outermost scope, as in DALI.
@@ -346,44 +346,6 @@ class Absent:
 ABSENT = Absent()
 
 
-def branch_samples(node, inputs: Sequence, values: dict, n: int) -> list[int] | None:
-    """The batch positions a GPU stage node runs on this iteration: None for the whole batch,
-    ``[]`` for none (the node's outputs are then ABSENT), else the positions of the samples
-    whose predicates chose the node's branch.
-
-    A ``_conditional_merge`` (``reads_child_scopes``) reads the values of its two branches, one
-    of which is ABSENT when none of the merge's own samples took it: the merge still runs, on
-    its scope's samples, which all come from the other branch (skipping it would drop them,
-    and every merge above it would lose the branch's samples too). Any other operator reads
-    values of its own scope or of enclosing ones, present wherever its scope has samples.
-
-    Args:
-        node: the OpNode (its ``scope`` and ``op``).
-        inputs: the values of its inputs (SampleLists, CPU lists or ABSENT).
-        values: the iteration's values (the predicates are read from it).
-        n: the batch size.
-
-    Raises:
-        RuntimeError: an operator other than a merge got an ABSENT input while samples took
-            its branch (the graph checks at build time make this an engine bug).
-    """
-    idx = None
-    if node.scope is not None:
-        idx = node.scope.indices(values, n)
-        if len(idx) == n:
-            idx = None
-        elif not idx:
-            return []
-    if not getattr(node.op, "reads_child_scopes", False):
-        for x, v in zip(node.inputs, inputs, strict=True):
-            if isinstance(v, Absent):
-                raise RuntimeError(
-                    f"{node.name}: its input {x.name!r} has no samples though "
-                    f"{n if idx is None else len(idx)} sample(s) took the operator's branch"
-                )
-    return idx
-
-
 def compact(value, idx: list[int]):
     """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent."""
     if value is None or isinstance(value, Absent):
@@ -391,56 +353,3 @@ def compact(value, idx: list[int]):
     if isinstance(value, list):
         return [value[j] for j in idx]
     return value.take(idx)
-
-
-def scatter_gpu(out, idx: list[int], n: int):
-    """A full-batch SampleList holding ``out``'s samples at positions ``idx`` (empty
-    placeholders elsewhere: no operator of another scope reads them)."""
-    from .tensors_gpu import SampleList
-
-    out = SampleList.coerce(out)
-    ndim = out.shapes.shape[1]
-    ptrs = np.zeros(n, np.uint64)
-    shapes = np.zeros((n, ndim), np.int64)
-    strides = np.zeros((n, ndim), np.int64)
-    ix = np.asarray(idx, np.int64)
-    ptrs[ix], shapes[ix], strides[ix] = out.ptrs, out.shapes, out.strides
-    owners: list = [None] * n
-    for k, j in enumerate(idx):
-        owners[j] = out.owners[k] if isinstance(out.owners, list) else out.owners
-    return SampleList(out.dtype, ptrs, shapes, strides, owners, out.device_id)
-
-
-def merge_gpu(t, f, pred: np.ndarray):
-    """Per sample, the true branch's sample where ``pred`` holds, else the false branch's:
-    pointers, shapes and strides taken from both, no copy. A branch that no sample of
-    ``pred`` chose may be ABSENT."""
-    if isinstance(t, Absent) or isinstance(f, Absent):
-        if (isinstance(t, Absent) and pred.any()) or (isinstance(f, Absent) and not pred.all()):
-            raise RuntimeError(
-                "conditional merge: a sample chose a branch that produced no samples"
-            )
-        return f if isinstance(t, Absent) else t
-    if not pred.any():
-        return f
-    if pred.all():
-        return t
-    from .tensors_gpu import SampleList
-
-    if t.dtype != f.dtype or t.shapes.shape[1] != f.shapes.shape[1]:
-        raise TypeError(f"the `if` branches give {t.dtype} and {f.dtype} data")
-    sel = pred[:, None]
-    owners = [
-        (t.owners[i] if isinstance(t.owners, list) else t.owners)
-        if pred[i]
-        else (f.owners[i] if isinstance(f.owners, list) else f.owners)
-        for i in range(len(pred))
-    ]
-    return SampleList(
-        t.dtype,
-        np.where(pred, t.ptrs, f.ptrs),
-        np.where(sel, t.shapes, f.shapes),
-        np.where(sel, t.strides, f.strides),
-        owners,
-        t.device_id,
-    )

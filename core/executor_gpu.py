@@ -29,7 +29,8 @@ import weakref
 from collections.abc import Sequence
 from time import perf_counter
 
-from ._conditionals import ABSENT, Absent, branch_samples, compact, scatter_gpu
+from ._conditionals import ABSENT, Absent
+from ._gpu_branches import BranchPlan
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error, cpu_output, replace_skipped
 from .graph import DataNode, LaneContext, OpNode, Skipped
@@ -158,6 +159,9 @@ class GpuStage:
 
     def _run_ops(self, nodes: Sequence[OpNode], ws: Workspace, stream) -> None:
         n = ws.batch_size
+        # conditionals: each operator runs on its branch's samples only, and its outputs are
+        # held compact, for those samples (_gpu_branches.py)
+        plan = BranchPlan(ws.values, n)
         for node in nodes:
             op = node.op
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
@@ -165,16 +169,14 @@ class GpuStage:
             params = ws.params[node]
             inputs = [ws.values[x] for x in node.inputs]
             args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
-            # conditionals: the operator runs on its branch's samples only
-            idx = branch_samples(node, inputs, ws.values, n)
-            if idx == []:  # no sample took this branch
-                for dn in node.outputs:
-                    ws.values[dn] = ABSENT
-                continue
-            if idx is not None:
-                inputs = [compact(v, idx) for v in inputs]
-                args = {k: compact(v, idx) for k, v in args.items()}
-                params = compact(params, idx)
+            idx = None
+            if node.scope is not None or getattr(op, "reads_child_scopes", False):
+                idx = plan.samples(node, inputs)
+                if idx is not None and not len(idx):  # no sample took this branch
+                    for dn in node.outputs:
+                        ws.values[dn] = ABSENT
+                    continue
+                inputs, args, params = plan.gather(node, inputs, args, params, idx)
             start = perf_counter()
             serial = self._serial.get(id(node))
             try:
@@ -184,7 +186,9 @@ class GpuStage:
                     with serial:
                         outs = op.run_batch(inputs, args, params, stream)
             except BaseException as e:
-                raise _sample_error(e, node, int(getattr(e, "sample_index", 0)), ws) from None
+                i = int(getattr(e, "sample_index", 0))
+                i = int(idx[i]) if idx is not None and 0 <= i < len(idx) else i
+                raise _sample_error(e, node, i, ws) from None
             if self.profiler is not None:  # host time: enqueueing, plus decode calls
                 end = perf_counter()
                 self.profiler.add_ops(
@@ -204,14 +208,12 @@ class GpuStage:
                     f"of {len(node.outputs)} outputs"
                 )
             for dn, val in zip(node.outputs, outs, strict=True):
-                if not isinstance(val, Absent):
-                    val = self._SampleList.coerce(val)
-                    val = val if idx is None else scatter_gpu(val, idx, n)
-                ws.values[dn] = val
+                ws.values[dn] = val if isinstance(val, Absent) else self._SampleList.coerce(val)
             if dropped and idx is not None:
-                dropped = {idx[i]: msg for i, msg in dropped.items()}
+                dropped = {int(idx[i]): msg for i, msg in dropped.items()}
             if dropped:
-                replace_skipped(ws, {i: (node, msg) for i, msg in dropped.items()})
+                skipped = {i: (node, msg) for i, msg in dropped.items()}
+                plan = plan.replace_skipped(ws, skipped, replace_skipped)
 
     def __call__(self, ws: Workspace) -> tuple:
         """The GPU operators (after the mixed ones: run here, or waited for on the device when
@@ -230,12 +232,12 @@ class GpuStage:
                 lane[1].wait_event(event)
         ws.gpu = event
         result = []
+        plan = BranchPlan(ws.values, ws.batch_size)
         for x in self.outputs:
             layout = self.layouts.get(x, "")
-            if x.device == "gpu":
-                result.append(
-                    self._TensorListGPU(ws.values[x], layout, event, self.stream, ws.source_info)
-                )
+            if x.device == "gpu":  # (an output made inside a branch is made whole)
+                data = plan.whole(x, ws.values[x])
+                result.append(self._TensorListGPU(data, layout, event, self.stream, ws.source_info))
             else:  # the batch array the CPU workers filled, as in a CPU-only pipeline
                 result.append(cpu_output(ws, x, self.layouts))
         return tuple(result)

@@ -35,6 +35,8 @@ class SampleList:
         ptrs: uint64 (N,) device addresses.
         shapes: int64 (N, ndim).
         strides: int64 (N, ndim), in elements.
+        owners: what keeps the samples' memory alive: a list holds one object per sample;
+            anything else (an array, a buffer, a tuple of them) is every sample's owner.
         dense: a CuPy array of shape (N, *sample_shape), or None.
     """
 
@@ -60,23 +62,40 @@ class SampleList:
 
     # --- construction -----------------------------------------------------------------------
     @classmethod
+    def of_arrays(
+        cls, dtype: np.dtype, ptrs, shapes, strides, owners: Any, device_id: int, dense=None
+    ) -> SampleList:
+        """The constructor for arrays already as the attributes hold them (``dtype`` a numpy
+        dtype, ``ptrs`` uint64 (N,), ``shapes`` and ``strides`` int64 (N, ndim)): nothing is
+        converted or checked. The GPU stage makes several per operator and batch."""
+        self = cls.__new__(cls)
+        self.dtype = dtype
+        self.ptrs = ptrs
+        self.shapes = shapes
+        self.strides = strides
+        self.owners = owners
+        self.device_id = device_id
+        self.dense = dense
+        self._arrays = None
+        return self
+
+    @classmethod
     def from_dense(cls, arr) -> SampleList:
-        """Samples ``arr[0], arr[1], ...`` of one C-contiguous CuPy array."""
-        arr = cupy.ascontiguousarray(arr)
+        """Samples ``arr[0], arr[1], ...`` of one C-contiguous CuPy array (a contiguous copy
+        of ``arr`` when it is not)."""
+        if not arr.flags.c_contiguous:
+            arr = cupy.ascontiguousarray(arr)
         n = arr.shape[0]
         sample = arr.shape[1:]
         step = arr.strides[0] if n else 0
-        ptrs = arr.data.ptr + np.arange(n, dtype=np.uint64) * np.uint64(step)
-        strides = np.array(arr.strides[1:], np.int64) // arr.itemsize
-        return cls(
-            arr.dtype,
-            ptrs,
-            np.tile(np.array(sample, np.int64), (n, 1)),
-            np.tile(strides, (n, 1)),
-            arr,
-            arr.device.id,
-            dense=arr,
-        )
+        ptrs = np.arange(n, dtype=np.uint64)
+        ptrs *= np.uint64(step)
+        ptrs += np.uint64(arr.data.ptr)
+        shapes = np.empty((n, len(sample)), np.int64)
+        shapes[:] = sample
+        strides = np.empty_like(shapes)
+        strides[:] = [s // arr.itemsize for s in arr.strides[1:]]
+        return cls.of_arrays(arr.dtype, ptrs, shapes, strides, arr, arr.device.id, dense=arr)
 
     @classmethod
     def from_arrays(cls, arrays: Sequence, device_id: int | None = None) -> SampleList:
@@ -166,15 +185,26 @@ class SampleList:
         return cupy.ndarray(shape, self.dtype, cupy.cuda.MemoryPointer(mem, 0), strides)
 
     def take(self, indices: Sequence[int]) -> SampleList:
-        """The samples ``indices`` (repeats allowed), as views of this batch's memory."""
-        idx = np.asarray(indices, np.int64)
+        """The samples ``indices`` (repeats allowed), as views of this batch's memory.
+
+        Three fancy indexings and no per-sample Python: the new batch keeps this one's owners
+        alive as one object (per-sample owners, a list, become the single owner ``(list,)``),
+        so the memory of every sample of this batch lives as long as any sample taken from it.
+        """
+        if not (isinstance(indices, np.ndarray) and indices.dtype == np.int64):
+            indices = np.asarray(indices, np.int64)
         owners = self.owners
         if isinstance(owners, list):
-            owners = [owners[i] for i in idx.tolist()]
+            owners = (owners,)
         elif self.dense is not None:
             owners = self.dense
-        return SampleList(
-            self.dtype, self.ptrs[idx], self.shapes[idx], self.strides[idx], owners, self.device_id
+        return SampleList.of_arrays(
+            self.dtype,
+            self.ptrs[indices],
+            self.shapes[indices],
+            self.strides[indices],
+            owners,
+            self.device_id,
         )
 
     def is_uniform(self) -> bool:

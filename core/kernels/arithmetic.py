@@ -340,37 +340,60 @@ def pack_descriptors(out_ptrs, totals, extents, in_ptrs: list, in_strides: list)
     return np.ascontiguousarray(np.concatenate(cols, axis=1).astype(np.int64))
 
 
-def _launch(steps, out_shapes, out_dtype, in_ptrs, in_strides_per_sample, device_id, stream):
+def broadcast_batch(inputs: Sequence) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """numpy's broadcasting, sample by sample, over whole batches at once.
+
+    Args:
+        inputs: objects with ``shapes`` and ``strides`` (N, ndim_k) int64 arrays (SampleLists);
+            every input has one number of dimensions for all its samples.
+
+    Returns:
+        The output shapes (N, D), D the largest ndim_k, and per input its strides aligned to
+        them (N, D): the input's own right-aligned, 0 along the dimensions where its extent is
+        1 (broadcast, or a single element: the stride is never used) and the leading ones it
+        lacks. None when the shapes of some sample do not broadcast (the caller names it).
+    """
+    n = len(inputs[0].shapes)
+    ndim = max(s.shapes.shape[1] for s in inputs)
+    aligned = np.ones((len(inputs), n, ndim), np.int64)
+    for k, s in enumerate(inputs):
+        if s.shapes.shape[1]:
+            aligned[k, :, ndim - s.shapes.shape[1] :] = s.shapes
+    ones = aligned == 1
+    out = np.where(ones, -1, aligned).max(axis=0, initial=-1)
+    out[out < 0] = 1  # every input has extent 1 there
+    if not (ones | (aligned == out)).all():
+        return None
+    strides = []
+    for k, s in enumerate(inputs):
+        st = np.zeros((n, ndim), np.int64)
+        d = s.strides.shape[1]
+        if d:
+            st[:, ndim - d :] = s.strides
+        st[ones[k]] = 0
+        strides.append(st)
+    return out, strides
+
+
+def _launch(steps, out_shapes: np.ndarray, out_dtype, in_ptrs, in_strides, device_id, stream):
     """Allocate the output and run the plan over per-sample input views.
 
     Args:
+        out_shapes: (N, D) int64, the output samples' shapes.
         in_ptrs: per input, (N,) device addresses of each sample's first element.
-        in_strides_per_sample: per input, per sample, strides aligned to that sample's output.
+        in_strides: per input, (N, D) strides (elements) aligned to the output's dimensions.
     """
     import cupy
 
     n = len(out_shapes)
-    out = alloc_batch(np.array(out_shapes, np.int64).reshape(n, -1), out_dtype, device_id)
+    out = alloc_batch(out_shapes, out_dtype, device_id)
     if n == 0:
         return out
-    ndim = max(1, max(len(s) for s in out_shapes))
-    extents = np.ones((n, ndim), np.int64)
-    for i, s in enumerate(out_shapes):
-        if s:
-            extents[i, ndim - len(s) :] = s
-    strides = []
-    for per_sample in in_strides_per_sample:
-        if isinstance(per_sample, np.ndarray):  # already (n, ndim) (the fast path)
-            a = np.zeros((n, ndim), np.int64)
-            if per_sample.shape[1]:
-                a[:, ndim - per_sample.shape[1] :] = per_sample
-            strides.append(a)
-            continue
-        a = np.zeros((n, ndim), np.int64)
-        for i, st in enumerate(per_sample):
-            if st:
-                a[i, ndim - len(st) :] = st
-        strides.append(a)
+    if out_shapes.shape[1]:
+        extents, strides = out_shapes, in_strides
+    else:  # 0-d samples: one dimension of extent 1
+        extents = np.ones((n, 1), np.int64)
+        strides = [np.zeros((n, 1), np.int64) for _ in in_strides]
     ext, sts = merge_dims(extents, strides)
     totals = extents.prod(axis=1)
     if not totals.any():
@@ -388,6 +411,8 @@ def _launch(steps, out_shapes, out_dtype, in_ptrs, in_strides_per_sample, device
 @stream_scoped
 def expression_batch(steps: tuple, inputs: Sequence, stream=None):
     """Evaluate a plan over GPU batches (SampleLists or lists of CuPy arrays), one launch.
+    Shapes broadcast per sample, without a Python loop over the samples
+    (:func:`broadcast_batch`).
 
     Raises:
         ValueError: shapes that do not broadcast (naming both, as the CPU side).
@@ -397,52 +422,15 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
     if any(len(s) != n for s in samples):
         raise ValueError(f"inputs of an expression have different batch sizes: "
                          f"{[len(s) for s in samples]}")  # fmt: skip
-    used = sorted({p for kind, _, p in steps if kind == "load"})
-    device_id = samples[0].device_id
-    out_dtype = np.dtype(steps[-1][1])
-    fast = _same_shapes_or_scalars([samples[k] for k in used])
-    if fast is not None:  # the common case, without a Python loop over the samples
-        out_shapes, strides = fast
-        return _launch(steps, out_shapes, out_dtype, [samples[k].ptrs for k in used], strides,
-                       device_id, stream)  # fmt: skip
-    out_shapes = []
-    per_input_strides: list[list] = [[] for _ in used]
-    for i in range(n):
-        shapes = [tuple(int(v) for v in samples[k].shapes[i]) for k in used]
-        out_shape = broadcast_shape(shapes)
-        out_shapes.append(out_shape)
-        for j, k in enumerate(used):
-            per_input_strides[j].append(
-                broadcast_strides(shapes[j], samples[k].strides[i], out_shape)
-            )
-    return _launch(
-        steps,
-        out_shapes,
-        out_dtype,
-        [samples[k].ptrs for k in used],
-        per_input_strides,
-        device_id,
-        stream,
-    )
-
-
-def _same_shapes_or_scalars(inputs):
-    """When every input has, sample by sample, the same shape as the others (or is a 0-d
-    scalar per sample): the output shapes and per-input strides, without per-sample work."""
-    full = [s for s in inputs if s.shapes.shape[1] > 0]
-    if not full:
-        n = len(inputs[0])
-        return [()] * n, [np.zeros((n, 0), np.int64) for _ in inputs]
-    ref = full[0].shapes
-    if any(s.shapes.shape != ref.shape or not (s.shapes == ref).all() for s in full[1:]):
-        return None
-    strides = []
-    for s in inputs:
-        if s.shapes.shape[1] == 0:
-            strides.append(np.zeros(ref.shape, np.int64))
-        else:  # extent-1 dimensions read their only element
-            strides.append(np.where(ref == 1, 0, s.strides))
-    return [tuple(int(v) for v in row) for row in ref], strides
+    used = [samples[k] for k in sorted({p for kind, _, p in steps if kind == "load"})]
+    plan = broadcast_batch(used)
+    if plan is None:  # the first sample whose shapes do not broadcast raises, named
+        for i in range(n):
+            broadcast_shape([tuple(int(v) for v in s.shapes[i]) for s in used])
+        raise AssertionError("broadcast_batch and broadcast_shape disagree")  # pragma: no cover
+    out_shapes, strides = plan
+    return _launch(steps, out_shapes, np.dtype(steps[-1][1]), [s.ptrs for s in used], strides,
+                   samples[0].device_id, stream)  # fmt: skip
 
 
 @stream_scoped
@@ -460,12 +448,9 @@ def gather_views(samples, views: Sequence[tuple], stream=None):
     ptrs = samples.ptrs.astype(np.int64) + np.array([v[0] for v in views], np.int64) * np.int64(
         dt.itemsize
     )
-    return _launch(
-        steps,
-        [tuple(v[1]) for v in views],
-        dt,
-        [ptrs.view(np.uint64)],
-        [[list(v[2]) for v in views]],
-        samples.device_id,
-        stream,
-    )
+    ndim = len(views[0][1]) if views else 0  # (one subscript: one rank for every sample)
+    shapes = np.array([v[1] for v in views], np.int64).reshape(len(views), ndim)
+    strides = np.array([v[2] for v in views], np.int64).reshape(shapes.shape)
+    strides[shapes == 1] = 0
+    return _launch(steps, shapes, dt, [ptrs.view(np.uint64)], [strides], samples.device_id,
+                   stream)  # fmt: skip

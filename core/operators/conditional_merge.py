@@ -64,11 +64,14 @@ class ConditionalMerge(Operator):
         return ([t[i] if pred[i] else f[i] for i in range(len(pred))],)
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: per sample, the pointer, shape and strides of the chosen branch's value."""
-        from .._conditionals import merge_gpu
+        """GPU: per sample, the pointer, shape and strides of the chosen branch's value. The
+        GPU stage gives ``t`` for the samples whose predicate holds and ``f`` for the others
+        (``_gpu_branches.py``); they are interleaved."""
+        from .._conditionals import predicate_mask
+        from .._gpu_branches import merge_gpu
 
         t, f = inputs
-        pred = np.array([bool(p) for p in args["predicate"]], bool)
+        pred = predicate_mask(args["predicate"], len(args["predicate"]))
         desc = [(x.dtype, x.shapes.shape[1]) if hasattr(x, "ptrs") else None for x in (t, f)]
         self._check(*desc)
         return merge_gpu(t, f, pred)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dlpipe.kernels.arithmetic import (
+    broadcast_batch,
     broadcast_shape,
     broadcast_strides,
     kernel_source,
@@ -128,14 +129,94 @@ class _Batch:
         return len(self.shapes)
 
 
-def test_fast_path_for_equal_shapes_and_scalars():
-    from dlpipe.kernels.arithmetic import _same_shapes_or_scalars
-
+def test_broadcast_batch_equal_shapes_and_scalars():
     a = _Batch([(4, 3), (1, 3)], [(3, 1), (3, 1)])
     b = _Batch([(4, 3), (1, 3)], [(6, 2), (3, 1)])  # a strided view
     s = _Batch([(), ()], [(), ()])
-    shapes, strides = _same_shapes_or_scalars([a, b, s])
-    assert shapes == [(4, 3), (1, 3)]
+    shapes, strides = broadcast_batch([a, b, s])
+    assert shapes.tolist() == [[4, 3], [1, 3]]
     assert strides[0].tolist() == [[3, 1], [0, 1]]  # extent 1: stride 0
     assert strides[1].tolist() == [[6, 2], [0, 1]] and strides[2].tolist() == [[0, 0], [0, 0]]
-    assert _same_shapes_or_scalars([a, _Batch([(3,), (3,)], [(1,), (1,)])]) is None
+    assert broadcast_batch([a, _Batch([(3,), (3,)], [(1,), (1,)])])[0].tolist() == [
+        [4, 3],
+        [1, 3],
+    ]
+    assert broadcast_batch([a, _Batch([(2,), (3,)], [(1,), (1,)])]) is None  # sample 0: 3 vs 2
+    shapes, strides = broadcast_batch([s, s])
+    assert shapes.shape == (2, 0) and strides[0].shape == (2, 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_broadcast_batch_matches_numpy_per_sample(seed):
+    """Random ragged batches (per-channel constants, per-sample scalars, size-0 and size-1
+    extents, strided inputs) against ``np.broadcast_shapes`` and the strides numpy's
+    broadcasting uses, sample by sample."""
+    rng = np.random.default_rng(seed)
+    n = 7
+    ranks = [3, 1, 0, 2]
+    shapes = [[], [], [], []]
+    for _ in range(n):
+        full = [int(v) for v in rng.integers(0, 4, 3)]  # 0 included
+        for k, r in enumerate(ranks):
+            shp = full[3 - r :]
+            shapes[k].append(tuple(1 if rng.random() < 0.4 else v for v in shp))
+    batches = []
+    for k, r in enumerate(ranks):
+        strides = [tuple(int(v) for v in rng.integers(1, 50, r)) for _ in range(n)]
+        batches.append(_Batch(shapes[k], strides))
+    got = broadcast_batch(batches)
+    assert got is not None
+    out, strides = got
+    for i in range(n):
+        want = np.broadcast_shapes(*(shapes[k][i] for k in range(4)))
+        assert tuple(out[i]) == want
+        for k in range(4):
+            own = batches[k].strides[i].tolist()
+            lead = len(want) - len(own)
+            ref = [0] * lead + [
+                0 if e == 1 else st for e, st in zip(shapes[k][i], own, strict=True)
+            ]
+            assert strides[k][i].tolist() == ref
+    bad = _Batch([(2, 3)] * n, [(3, 1)] * n)
+    other = _Batch([(2, 3)] * (n - 1) + [(4, 3)], [(3, 1)] * n)
+    assert broadcast_batch([bad, other]) is None
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [[(4, 5, 3), (3,)], [(2, 7, 3), (3,)]],
+        [[(4, 1, 3), (2, 3)], [(2, 1, 3), (1, 3)]],  # both broadcast, ragged
+        [[(2, 3, 4, 5), (1, 3, 1, 5)], [(1, 1, 1, 1), (2, 2, 2, 2)]],
+    ],
+)
+def test_broadcast_batch_descriptors_read_what_numpy_reads(shapes):
+    """The launcher's path (``broadcast_batch`` -> ``merge_dims`` -> ``pack_descriptors``)
+    replayed over a flat memory, against numpy's broadcasting."""
+    rng = np.random.default_rng(1)
+    memory, arrays, ptrs = [], [], [[], []]
+    offset = 0
+    for sample in shapes:
+        arrs = []
+        for j, shp in enumerate(sample):
+            a = rng.integers(0, 1000, shp)
+            arrs.append(a)
+            ptrs[j].append(offset)
+            memory.append(a.reshape(-1))
+            offset += a.size
+        arrays.append(arrs)
+    memory = np.concatenate(memory)
+    batches = [
+        _Batch(
+            [arrs[j].shape for arrs in arrays],
+            [[s // 8 for s in arrs[j].strides] for arrs in arrays],
+        )  # fmt: skip
+        for j in range(2)
+    ]
+    out, strides = broadcast_batch(batches)
+    ext, sts = merge_dims(out, strides)
+    descs = pack_descriptors([0] * len(shapes), out.prod(axis=1), ext, ptrs, sts)
+    got = replay(descs, ext.shape[1], 2, memory)
+    for i, arrs in enumerate(arrays):
+        want = np.stack(np.broadcast_arrays(*arrs), axis=-1).reshape(-1, 2)
+        np.testing.assert_array_equal(np.array(got[i]).reshape(-1, 2), want)

@@ -10,7 +10,6 @@ import pytest
 
 import dlpipe
 from dlpipe import PipelineError, fn, pipeline_def, types
-from dlpipe._conditionals import branch_samples
 from dlpipe.pipeline import experimental
 
 N = 8
@@ -380,11 +379,12 @@ def test_without_enable_conditionals_the_error_says_how():
 
 
 def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
-    """The GPU stage's plan (``branch_samples``): an inner ``if`` whose true branch none of the
-    outer branch's samples took still merges (its samples all come from the false branch);
-    only the empty branch's operators are skipped; any other operator with an ABSENT input is
-    an engine bug."""
-    from dlpipe._conditionals import ABSENT, merge_gpu
+    """The GPU stage's plan (``_gpu_branches.BranchPlan.samples``): an inner ``if`` whose true
+    branch none of the outer branch's samples took still merges (its samples all come from the
+    false branch); only the empty branch's operators are skipped; any other operator with an
+    ABSENT input is an engine bug. (Whole graphs: tests/core/test_gpu_branches.py.)"""
+    from dlpipe._conditionals import ABSENT
+    from dlpipe._gpu_branches import BranchPlan
 
     def graph():
         x, p, k = sources()
@@ -401,70 +401,17 @@ def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
     merges = [n for n in p._ops if n.op.schema == "_conditional_merge"]
     inner = next(n for n in merges if n.scope is not None)
     outer = next(n for n in merges if n.scope is None)
-    preds = {1: [bool(v) for v in PS], 2: [int(v) > 5 for v in KS]}  # by nesting depth
+    preds = {1: [np.array(bool(v)) for v in PS], 2: [np.array(int(v) > 5) for v in KS]}
     values = {}
     s = inner.inputs[0].source.scope  # the inner true branch: both predicates
     while s is not None:
         values[s.predicate] = preds[s.depth]
         s = s.parent
     outer_true = [i for i in range(N) if PS[i]]
+    plan = BranchPlan(values, N)
     doubled = inner.inputs[0].source  # x * 2, in the branch no sample took
-    assert branch_samples(doubled, [XS], values, N) == []
-    assert branch_samples(inner, [ABSENT, XS], values, N) == outer_true
-    assert branch_samples(outer, [XS, XS], values, N) is None
+    assert plan.samples(doubled, [XS]).tolist() == []
+    assert plan.samples(inner, [ABSENT, XS]).tolist() == outer_true
+    assert plan.samples(outer, [XS, XS]) is None
     with pytest.raises(RuntimeError, match="has no samples though 4 sample"):
-        branch_samples(inner.inputs[1].source, [ABSENT], values, N)
-
-    # the merge itself: the ABSENT branch is chosen by no sample
-    f = object()
-    pred = np.zeros(len(outer_true), bool)
-    assert merge_gpu(ABSENT, f, pred) is f
-    assert merge_gpu(f, ABSENT, ~pred) is f
-    with pytest.raises(RuntimeError, match="produced no samples"):
-        merge_gpu(ABSENT, f, ~pred)
-
-
-@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
-def test_gpu_stage_plan_keeps_every_sample_of_the_automatic_augmentations(kind):
-    """The GPU stage's plan (``branch_samples``) replayed on the automatic augmentations'
-    graphs with the predicates of a real iteration: every merge finds each of its samples in
-    the branch the sample chose, every other operator finds its samples in its inputs, and the
-    output holds the whole batch (with empty branches at every level: a GPU run used to lose
-    them, or return no batch at all)."""
-    from dlpipe._conditionals import ABSENT
-    from dlpipe.auto_aug import auto_augment, rand_augment, trivial_augment
-
-    rng = np.random.default_rng(5)
-    imgs = [rng.integers(0, 256, (8, 8, 3)).astype(np.uint8) for _ in range(16)]
-
-    def graph():
-        x = fn.external_source(source=lambda: imgs, layout="HWC")
-        if kind == "auto_augment":
-            return auto_augment.auto_augment_image_net(x, shape=[8, 8], seed=11)
-        if kind == "rand_augment":
-            return rand_augment.rand_augment(x, n=2, m=12, seed=11)
-        return trivial_augment.trivial_augment_wide(x, shape=[8, 8], seed=11)
-
-    pipe = pipeline_def(graph, enable_conditionals=True, batch_size=16, num_threads=1,
-                        device_id=None, seed=2)()  # fmt: skip
-    pipe.build()
-    empty = 0
-    for _ in range(2):
-        ws = pipe._executor._run_cpu_stage()
-        n, held = ws.batch_size, {}  # node -> the samples it holds (None: ABSENT)
-        for node in pipe._ops:
-            ins = [ABSENT if held[x] is None else sorted(held[x]) for x in node.inputs]
-            idx = branch_samples(node, ins, ws.values, n)
-            here = None if idx == [] else set(range(n) if idx is None else idx)
-            if here is not None and node.op.schema == "_conditional_merge":
-                pred = ws.values[node.arg_nodes["predicate"]]
-                for i in here:
-                    side = held[node.inputs[0] if pred[i] else node.inputs[1]]
-                    assert side is not None and i in side, (node.name, i)
-            elif here is not None:
-                assert all(held[x] is not None and here <= held[x] for x in node.inputs)
-            empty += here is None
-            held.update((d, here) for d in node.outputs)
-        (out,) = pipe._executor.outputs
-        assert held[out] == set(range(n))
-    assert empty > 0  # the case in question occurs
+        plan.samples(inner.inputs[1].source, [ABSENT])
