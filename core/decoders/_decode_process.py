@@ -12,9 +12,9 @@ decoder runs in ``_decode_server.py``, a helper process of its own per decode la
 The encoded samples of a batch read by ``readers.file`` stay where its read processes put
 them: the server maps those slots too (``_ipc.regions``) and decodes from them. Other samples
 go through a memfd that both processes map (one ``pwritev``, with the GIL released). The server
-decodes, then copies the images into a device buffer that this process allocated and shared by
-its CUDA IPC handle (a *device slot*), and records an interprocess CUDA event that the lane's
-stream waits for; the batch's samples are views of the slot.
+decodes straight into a device buffer that this process allocated and shared by its CUDA IPC
+handle (a *device slot*; ``_decode_server.Server.decode_into``), and records an interprocess
+CUDA event that the lane's stream waits for; the batch's samples are views of the slot.
 
 Device slots (``_ipc.slots.SlotPool``): a slot is free once the last view of its batch is gone,
 with an event recorded then on the lane's stream (after the GPU operators that read the batch),
