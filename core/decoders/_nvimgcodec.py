@@ -286,13 +286,9 @@ class MixedDecoder:
                     ptrs[i], shapes[i], strides[i], owners[i] = got
         for i in sorted(cpu):
             done.discard(i)
-            try:
-                img = decode_cpu(samples[i], self.output_type)
-            except Exception as e:  # any error of the CPU backend (OpenCV's own too)
-                failed(i, e)
-                continue
-            arr = self.cupy.asarray(img)  # on the current (pipeline) stream
-            ptrs[i], shapes[i], strides[i], owners[i] = arr.data.ptr, arr.shape, arr.strides, arr
+            got = self._on_cpu(samples[i], i, failed)
+            if got is not None:
+                ptrs[i], shapes[i], strides[i], owners[i] = got
         for i in skipped:  # an empty row; the executor replaces it
             shapes[i], strides[i] = (0, 0, 0), (0, 0, 1)
         todo = (
@@ -320,6 +316,19 @@ class MixedDecoder:
         )
         return out, skipped
 
+    def _on_cpu(self, data, i: int, failed, check_size: bool = False):
+        """Sample ``i`` decoded on the CPU and put on the GPU: (address, shape, strides, owner),
+        or None when it failed (``failed`` raised or recorded the skip)."""
+        try:
+            if check_size:  # not checked before (a decode process refused or missed it)
+                self.op.check_size(data)
+            img = decode_cpu(data, self.output_type)
+        except Exception as e:  # any error of the CPU backend (OpenCV's own too)
+            failed(i, e)
+            return None
+        arr = self.cupy.asarray(img)  # on the current (pipeline) stream
+        return arr.data.ptr, arr.shape, arr.strides, arr
+
     def _from_process(self, got, samples, params, failed, skipped: dict):
         """The SampleList of a batch a decode process decoded (``DecodeProcess.decode``'s
         ``got``), without a Python step per sample where every sample decoded: the server
@@ -339,14 +348,9 @@ class MixedDecoder:
             if i in refused:
                 failed(i, refusal_error(self.op, refused[i]))
                 continue
-            try:
-                self.op.check_size(samples[i])
-                img = decode_cpu(samples[i], self.output_type)
-            except Exception as e:  # any error of the CPU backend (OpenCV's own too)
-                failed(i, e)
-                continue
-            arr = self.cupy.asarray(img)  # on the current (pipeline) stream
-            ptrs[i], shapes[i], strides[i], owners[i] = arr.data.ptr, arr.shape, arr.strides, arr
+            got = self._on_cpu(samples[i], i, failed, check_size=True)
+            if got is not None:
+                ptrs[i], shapes[i], strides[i], owners[i] = got
         for i in skipped:  # an empty row; the executor replaces it
             ptrs[i], shapes[i], strides[i] = 0, (0, 0, 0), (0, 0, 1)
         if self.window is not None:  # the crop as a view of the decoded image (no copy)
