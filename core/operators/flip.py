@@ -10,6 +10,11 @@ from ..errors import ArgumentError
 from ..graph import Operator, register
 
 _DEFAULT_LAYOUTS = {2: "HW", 3: "HWC", 4: "FHWC", 5: "FDHWC"}
+# OpenCV's flip code for the reversed axes of a 2-D or 3-D (rows, columns[, channels]) array
+_CV2_CODES = {(0,): 0, (1,): 1, (0, 1): -1}
+_CV2_DTYPES = frozenset(
+    np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)
+)
 
 
 def _flag(name: str, value: Any) -> int:
@@ -80,6 +85,14 @@ class Flip(Operator):
         axes = flip_axes(layout, flags["horizontal"], flags["vertical"], flags["depthwise"])
         if not axes:
             return x
+        code = _CV2_CODES.get(axes) if x.ndim in (2, 3) else None
+        if code is not None and x.dtype in _CV2_DTYPES and (x.ndim == 2 or x.shape[2] <= 512):
+            import cv2
+
+            # rows/columns of an HW(C) image: OpenCV's flip writes the same bytes as numpy's
+            # reversed copy, ~40x faster on uint8 (numpy copies a negative-stride view
+            # element by element: ~0.8 ms for 300x400x3, 15% of an SSD pipeline's host time)
+            return cv2.flip(np.ascontiguousarray(x), code).reshape(x.shape)  # (H, W, 1) too
         index = [slice(None)] * x.ndim
         for a in axes:
             index[a] = slice(None, None, -1)

@@ -45,6 +45,24 @@ def test_flip_matches_numpy(layout, h, v, d):
     assert out.flags.c_contiguous
 
 
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64, np.int64]
+)
+@pytest.mark.parametrize("shape", [(7, 9), (7, 9, 1), (6, 11, 3), (5, 8, 4), (5, 6, 7)])
+def test_image_flips_through_opencv_match_numpy(dtype, shape):
+    # HW(C) images of OpenCV's depths go through cv2.flip (int64 does not): the same values,
+    # dtype and shape as numpy's reversed copy, for a strided input too
+    rng = np.random.default_rng(3)
+    base = (rng.random((shape[0], shape[1] * 2, *shape[2:])) * 200 - 50).astype(dtype)
+    layout = "HW" if len(shape) == 2 else "HWC"
+    for x in (base[:, : shape[1]].copy(), base[:, ::2]):  # contiguous, then strided
+        for h, v in ((1, 0), (0, 1), (1, 1)):
+            out = run_op(x, layout, horizontal=h, vertical=v)
+            want = ref_flip(x, layout, h, v, 0)
+            assert out.dtype == x.dtype and out.shape == x.shape and out.flags.c_contiguous
+            np.testing.assert_array_equal(out, want)
+
+
 def test_defaults_flip_horizontally_only():
     x = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
     np.testing.assert_array_equal(run_op(x, "HWC"), x[:, ::-1])
