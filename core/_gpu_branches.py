@@ -192,7 +192,8 @@ class BranchPlan:
         :meth:`samples`): one ``take`` per GPU input held in another scope, none per sample.
 
         A merge's two inputs are taken over the samples of its scope that chose the true
-        branch and those that chose the false one (ABSENT stays ABSENT).
+        branch and those that chose the false one (ABSENT stays ABSENT); its ``predicate``
+        argument comes as a bool array over its samples.
 
         Raises:
             RuntimeError: a merge sample chose a branch that is ABSENT.
@@ -214,9 +215,13 @@ class BranchPlan:
                 pos = self._select(side, held_in(x))
                 taken.append(v if pos is None else v.take(pos))
             inputs = taken
+            # its own predicate over its samples: the bool array already made
+            args = {k: v for k, v in args.items() if k != "predicate"}
+            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            args["predicate"] = pred if rows is None else pred[rows]
         else:
             inputs = [self.bring(x, v, scope) for x, v in zip(node.inputs, inputs, strict=True)]
-        args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
         if rows is not None and params is not None:
             params = [params[j] for j in rows.tolist()]
         return inputs, args, params
