@@ -222,8 +222,12 @@ class BranchPlan:
         else:
             inputs = [self.bring(x, v, scope) for x, v in zip(node.inputs, inputs, strict=True)]
             args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
-        if rows is not None and params is not None:
-            params = [params[j] for j in rows.tolist()]
+        if rows is not None and params is not None:  # per-sample parameters, drawn per batch
+            params = (
+                params[rows]
+                if isinstance(params, np.ndarray)
+                else [params[j] for j in rows.tolist()]
+            )
         return inputs, args, params
 
     # --- whole batches ------------------------------------------------------------------------

@@ -450,8 +450,6 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
 
 def _uniform(s) -> bool:
     """Whether every sample of a batch has the first one's shape and strides."""
-    if getattr(s, "dense", None) is not None:
-        return True
     return bool((s.shapes == s.shapes[0]).all() and (s.strides == s.strides[0]).all())
 
 
