@@ -200,11 +200,12 @@ class BranchPlan:
         """
         scope = node.scope
         if getattr(node.op, "reads_child_scopes", False):
-            pred = self.predicate(node.arg_nodes["predicate"])
+            pred_node = node.arg_nodes["predicate"]
+            pred = self.predicate(pred_node)
             within = self.mask(scope)
             sides = (pred, ~pred) if within is None else (pred & within, ~pred & within)
             taken = []
-            for x, v, side in zip(node.inputs, inputs, sides, strict=True):
+            for x, v, side, branch in zip(node.inputs, inputs, sides, (True, False), strict=True):
                 if isinstance(v, Absent):
                     if side.any():
                         raise RuntimeError(
@@ -212,7 +213,16 @@ class BranchPlan:
                         )
                     taken.append(v)
                     continue
-                pos = self._select(side, held_in(x))
+                holder = held_in(x)
+                if (
+                    holder is not None
+                    and holder.parent is scope
+                    and holder.predicate is pred_node
+                    and holder.branch is branch
+                ):  # held in that very branch: exactly the samples wanted
+                    taken.append(v)
+                    continue
+                pos = self._select(side, holder)
                 taken.append(v if pos is None else v.take(pos))
             inputs = taken
             # its own predicate over its samples: the bool array already made
