@@ -109,6 +109,12 @@ def predicate_mask(samples, n: int) -> np.ndarray:
     arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
     if arr is not None and arr.shape == (n,):
         return arr.astype(bool)
+    try:  # 0-d samples (None is False): one numpy call
+        m = np.array(samples, dtype=bool)
+        if m.shape == (n,):
+            return m
+    except (TypeError, ValueError):
+        pass
     return np.fromiter((v is not None and bool(v) for v in samples), bool, n)
 
 

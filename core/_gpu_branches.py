@@ -192,18 +192,20 @@ class BranchPlan:
         :meth:`samples`): one ``take`` per GPU input held in another scope, none per sample.
 
         A merge's two inputs are taken over the samples of its scope that chose the true
-        branch and those that chose the false one (ABSENT stays ABSENT).
+        branch and those that chose the false one (ABSENT stays ABSENT); its ``predicate``
+        argument comes as a bool array over its samples.
 
         Raises:
             RuntimeError: a merge sample chose a branch that is ABSENT.
         """
         scope = node.scope
         if getattr(node.op, "reads_child_scopes", False):
-            pred = self.predicate(node.arg_nodes["predicate"])
+            pred_node = node.arg_nodes["predicate"]
+            pred = self.predicate(pred_node)
             within = self.mask(scope)
             sides = (pred, ~pred) if within is None else (pred & within, ~pred & within)
             taken = []
-            for x, v, side in zip(node.inputs, inputs, sides, strict=True):
+            for x, v, side, branch in zip(node.inputs, inputs, sides, (True, False), strict=True):
                 if isinstance(v, Absent):
                     if side.any():
                         raise RuntimeError(
@@ -211,14 +213,31 @@ class BranchPlan:
                         )
                     taken.append(v)
                     continue
-                pos = self._select(side, held_in(x))
+                holder = held_in(x)
+                if (
+                    holder is not None
+                    and holder.parent is scope
+                    and holder.predicate is pred_node
+                    and holder.branch is branch
+                ):  # held in that very branch: exactly the samples wanted
+                    taken.append(v)
+                    continue
+                pos = self._select(side, holder)
                 taken.append(v if pos is None else v.take(pos))
             inputs = taken
+            # its own predicate over its samples: the bool array already made
+            args = {k: v for k, v in args.items() if k != "predicate"}
+            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            args["predicate"] = pred if rows is None else pred[rows]
         else:
             inputs = [self.bring(x, v, scope) for x, v in zip(node.inputs, inputs, strict=True)]
-        args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
-        if rows is not None and params is not None:
-            params = [params[j] for j in rows.tolist()]
+            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+        if rows is not None and params is not None:  # per-sample parameters, drawn per batch
+            params = (
+                params[rows]
+                if isinstance(params, np.ndarray)
+                else [params[j] for j in rows.tolist()]
+            )
         return inputs, args, params
 
     # --- whole batches ------------------------------------------------------------------------

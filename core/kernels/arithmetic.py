@@ -316,19 +316,28 @@ def merge_dims(extents: np.ndarray, strides: list[np.ndarray]) -> tuple[np.ndarr
         extent[d+1]`` (contiguous pairs, and broadcast pairs: 0 == 0); extent-1 dimensions
         are dropped.
     """
-    n, ndim = extents.shape
-    keep = [d for d in range(ndim) if not (extents[:, d] == 1).all()]
-    ext = extents[:, keep] if keep else np.ones((n, 1), np.int64)
-    sts = [s[:, keep] if keep else np.zeros((n, 1), np.int64) for s in strides]
-    d = ext.shape[1] - 2
-    while d >= 0:
-        ok = all(((s[:, d] == s[:, d + 1] * ext[:, d + 1]) | (ext[:, d] == 1)).all() for s in sts)
-        if ok:
-            ext = np.concatenate([ext[:, :d], ext[:, d : d + 1] * ext[:, d + 1 : d + 2],
-                                  ext[:, d + 2 :]], axis=1)  # fmt: skip
-            sts = [np.concatenate([s[:, :d], s[:, d + 1 :]], axis=1) for s in sts]
-        d -= 1
-    return ext, sts
+    n = extents.shape[0]
+    keep = np.flatnonzero((extents != 1).any(axis=0))
+    if not len(keep):
+        return np.ones((n, 1), np.int64), [np.zeros((n, 1), np.int64) for _ in strides]
+    ext = extents[:, keep]
+    st = np.stack([s[:, keep] for s in strides]) if strides else np.zeros((0, n, len(keep)))
+    # from the innermost dimension out: a block of merged dimensions has the product of their
+    # extents and the innermost one's strides
+    block_e, block_s = ext[:, -1], st[:, :, -1]
+    exts, sts = [], []
+    for d in range(ext.shape[1] - 2, -1, -1):
+        e = ext[:, d]
+        if ((st[:, :, d] == block_s * block_e) | (e == 1)).all():
+            block_e = block_e * e
+        else:
+            exts.append(block_e)
+            sts.append(block_s)
+            block_e, block_s = e, st[:, :, d]
+    exts.append(block_e)
+    sts.append(block_s)
+    merged = np.stack(sts[::-1], axis=2).astype(np.int64, copy=False)
+    return np.stack(exts[::-1], axis=1), list(merged)
 
 
 def pack_descriptors(out_ptrs, totals, extents, in_ptrs: list, in_strides: list) -> np.ndarray:
@@ -423,14 +432,90 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
         raise ValueError(f"inputs of an expression have different batch sizes: "
                          f"{[len(s) for s in samples]}")  # fmt: skip
     used = [samples[k] for k in sorted({p for kind, _, p in steps if kind == "load"})]
+    out_dtype = np.dtype(steps[-1][1])
+    if n and all(_uniform(s) for s in used):  # one layout for every sample: worked out once
+        layout = _uniform_layout(tuple(_row_key(s) for s in used))
+        if layout is not None:
+            return _launch_uniform(steps, layout, n, out_dtype, [s.ptrs for s in used],
+                                   samples[0].device_id, stream)  # fmt: skip
     plan = broadcast_batch(used)
     if plan is None:  # the first sample whose shapes do not broadcast raises, named
         for i in range(n):
             broadcast_shape([tuple(int(v) for v in s.shapes[i]) for s in used])
         raise AssertionError("broadcast_batch and broadcast_shape disagree")  # pragma: no cover
     out_shapes, strides = plan
-    return _launch(steps, out_shapes, np.dtype(steps[-1][1]), [s.ptrs for s in used], strides,
+    return _launch(steps, out_shapes, out_dtype, [s.ptrs for s in used], strides,
                    samples[0].device_id, stream)  # fmt: skip
+
+
+def _uniform(s) -> bool:
+    """Whether every sample of a batch has the first one's shape and strides."""
+    return bool((s.shapes == s.shapes[0]).all() and (s.strides == s.strides[0]).all())
+
+
+def _row_key(s) -> tuple:
+    return tuple(s.shapes[0].tolist()), tuple(s.strides[0].tolist())
+
+
+class _OneSample:
+    def __init__(self, shape, strides):
+        self.shapes = np.array([shape], np.int64).reshape(1, len(shape))
+        self.strides = np.array([strides], np.int64).reshape(1, len(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _uniform_layout(rows: tuple) -> tuple | None:
+    """The launch layout of a batch whose inputs have one shape and strides each (``rows``:
+    per input, (shape, strides)), memoised: (output shape, the descriptor row without its
+    pointers, the columns of the input pointers, the element count, merged ndim). None when
+    the shapes do not broadcast."""
+    plan = broadcast_batch([_OneSample(*r) for r in rows])
+    if plan is None:
+        return None
+    out, strides = plan
+    if out.shape[1]:
+        extents = out
+    else:  # 0-d samples: one dimension of extent 1
+        extents, strides = np.ones((1, 1), np.int64), [np.zeros((1, 1), np.int64) for _ in rows]
+    ext, sts = merge_dims(extents, strides)
+    total = int(extents.prod())
+    row = pack_descriptors([0], np.array([total], np.int64), ext, [[0]] * len(rows), sts)[0]
+    ndim = ext.shape[1]
+    ptr_cols = [2 + ndim + j * (1 + ndim) for j in range(len(rows))]
+    return tuple(out[0].tolist()), row, ptr_cols, total, ndim
+
+
+def uniform_descriptors(layout: tuple, out_ptrs, in_ptrs: Sequence) -> np.ndarray:
+    """The descriptor table of a batch of one layout (:func:`_uniform_layout`): the layout's
+    row once per sample, with the sample's output and input pointers written in."""
+    _, row, ptr_cols, _, _ = layout
+    descs = np.empty((len(out_ptrs), len(row)), np.int64)
+    descs[:] = row
+    descs[:, 0] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    for col, p in zip(ptr_cols, in_ptrs, strict=True):
+        descs[:, col] = np.asarray(p, np.uint64).view(np.int64)
+    return descs
+
+
+def _launch_uniform(steps, layout, n: int, out_dtype, in_ptrs, device_id, stream):
+    """:func:`_launch` for a batch of one layout (:func:`_uniform_layout`): the descriptor
+    table is the layout's row repeated, with each sample's pointers written in."""
+    import cupy
+
+    from ..tensors_gpu import SampleList
+
+    out_shape, _, _, total, ndim = layout
+    with cupy.cuda.Device(device_id):
+        out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
+    if not total:
+        return out
+    descs = uniform_descriptors(layout, out.ptrs, in_ptrs)
+    kernel = _get_expr_kernel(steps, ndim, total >= 2**31, device_id)
+    blocks = int(min(max(1, -(-total // BLOCK)), 4096))
+    with cupy.cuda.Device(device_id):
+        dev = upload(descs, stream)
+        kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
+    return out
 
 
 @stream_scoped

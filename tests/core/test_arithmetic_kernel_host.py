@@ -220,3 +220,33 @@ def test_broadcast_batch_descriptors_read_what_numpy_reads(shapes):
     for i, arrs in enumerate(arrays):
         want = np.stack(np.broadcast_arrays(*arrs), axis=-1).reshape(-1, 2)
         np.testing.assert_array_equal(np.array(got[i]).reshape(-1, 2), want)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_uniform_batches_get_the_general_descriptors(seed):
+    """A batch whose inputs have one shape and strides each takes a memoised layout
+    (``_uniform_layout`` / ``uniform_descriptors``): its table must be the general path's."""
+    from dlpipe.kernels.arithmetic import _row_key, _uniform, _uniform_layout, uniform_descriptors
+
+    rng = np.random.default_rng(seed)
+    n = 5
+    full = [int(v) for v in rng.integers(1, 5, 3)]
+    batches = []
+    for r in (3, 1, 0, 3):
+        shp = tuple(1 if rng.random() < 0.3 else v for v in full[3 - r :])
+        st = tuple(int(v) for v in rng.integers(0, 9, r))
+        if rng.random() < 0.5 and r:  # C-contiguous, so that dimensions merge
+            st = tuple(int(np.prod(shp[d + 1 :])) for d in range(r))
+        batches.append(_Batch([shp] * n, [st] * n))
+    assert all(_uniform(b) for b in batches)
+    ptrs = [rng.integers(0, 2**40, n).astype(np.uint64) for _ in batches]
+    out_ptrs = rng.integers(0, 2**40, n).astype(np.uint64)
+    layout = _uniform_layout(tuple(_row_key(b) for b in batches))
+    out, strides = broadcast_batch(batches)
+    ext, sts = merge_dims(out, strides)
+    want = pack_descriptors(out_ptrs, out.prod(axis=1), ext, ptrs, sts)
+    assert layout[0] == tuple(out[0]) and layout[3] == int(out[0].prod())
+    assert layout[4] == ext.shape[1]
+    np.testing.assert_array_equal(uniform_descriptors(layout, out_ptrs, ptrs), want)
+    assert not _uniform(_Batch([(2, 3), (2, 4)], [(3, 1), (4, 1)]))
+    assert _uniform_layout((((2, 3), (3, 1)), ((4, 3), (3, 1)))) is None  # no broadcast

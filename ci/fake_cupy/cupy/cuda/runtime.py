@@ -1,0 +1,31 @@
+"""``cupy.cuda.runtime`` of the fake CuPy."""
+
+from __future__ import annotations
+
+from .. import COUNTS
+
+memcpyDefault = 4
+
+
+def getDeviceCount() -> int:
+    return 1
+
+
+def getDevice() -> int:
+    return 0
+
+
+def streamWaitEvent(stream, event, flags=0) -> None:
+    COUNTS["wait_event"] += 1
+
+
+def memcpyAsync(dst, src, size, kind, stream) -> None:
+    COUNTS["memcpy"] += 1
+
+
+def streamSynchronize(stream) -> None:
+    COUNTS["sync"] += 1
+
+
+def deviceSynchronize() -> None:
+    COUNTS["sync"] += 1

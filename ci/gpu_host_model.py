@@ -1,0 +1,130 @@
+"""The GPU stage's host work, timed without a GPU: DALI's EfficientNet training pipeline (its
+``processing_training_pipe`` after the decode and resize: flip, AutoAugment's ImageNet policy or
+TrivialAugment Wide through conditionals, crop_mirror_normalize) run by dlpipe's own executor
+against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and allocations.
+
+    python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile]
+
+Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
+spends enqueueing, whatever the GPU does), the host time of each operator's ``run_batch``, and
+the counts per batch of kernel launches, host-to-device uploads and device allocations. The
+images are 224x224x3 uint8, as the example's after its resize. Real CuPy calls cost more than
+the stand-in's (some microseconds each): add them from the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cupy"))
+
+import cupy  # noqa: E402 (the stand-in)
+import numpy as np  # noqa: E402
+
+from dlpipe import fn, pipeline_def, types  # noqa: E402
+from dlpipe.auto_aug import auto_augment, trivial_augment  # noqa: E402
+
+SIZE = 224
+
+
+def build(aug: str, batch: int):
+    frames = [cupy.ndarray((SIZE, SIZE, 3), np.uint8) for _ in range(batch)]
+
+    @pipeline_def(enable_conditionals=True)
+    def pipe_def():
+        images = fn.external_source(source=lambda: frames, device="gpu", batch=True, layout="HWC")
+        images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
+        if aug == "autoaugment":
+            images = auto_augment.auto_augment_image_net(images, shape=[SIZE, SIZE])
+        else:
+            images = trivial_augment.trivial_augment_wide(images, shape=[SIZE, SIZE])
+        return fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT,
+            output_layout="HWC",
+            crop=(SIZE, SIZE),
+            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+            std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+        )
+
+    # synchronous: the stages run in this thread, one after the other
+    pipe = pipe_def(batch_size=batch, num_threads=1, device_id=0, seed=7, exec_async=False,
+                    exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    pipe.build()
+    return pipe
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment"], default="autoaugment")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--profile", action="store_true", help="cProfile of the GPU stage")
+    args = ap.parse_args()
+    pipe = build(args.aug, args.batch)
+    stage = pipe._executor.gpu_stage
+    spent: list[float] = []
+    op_time: collections.Counter = collections.Counter()
+    op_calls: collections.Counter = collections.Counter()
+    prof = [None]
+    call = type(stage).__call__
+
+    def timed_call(self, ws):
+        if prof[0] is not None:
+            prof[0].enable()
+        start = time.thread_time()
+        out = call(self, ws)
+        spent.append(time.thread_time() - start)
+        if prof[0] is not None:
+            prof[0].disable()
+        return out
+
+    type(stage).__call__ = timed_call
+    for node in stage.ops:
+        run_batch = node.op.run_batch
+
+        def timed(*a, _run=run_batch, _schema=node.op.schema, **k):
+            start = time.thread_time()
+            try:
+                return _run(*a, **k)
+            finally:
+                op_time[_schema] += time.thread_time() - start
+                op_calls[_schema] += 1
+
+        node.op.run_batch = timed
+    for _ in range(3):  # compile (count) every kernel, fill the memos
+        pipe.run()
+    spent.clear()
+    op_time.clear()
+    op_calls.clear()
+    cupy.COUNTS.clear()
+    if args.profile:
+        prof[0] = cProfile.Profile()
+    for _ in range(args.iters):
+        pipe.run()
+    k = args.iters
+    print(f"{args.aug}, batch {args.batch}: GPU stage host CPU ms/batch: "
+          f"median {1e3 * np.median(spent):.2f}, mean {1e3 * np.mean(spent):.2f}")  # fmt: skip
+    counts = {n: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" not in n}
+    print("per batch:", counts)
+    kernels = {n[7:]: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" in n}
+    print("launches per batch:", kernels)
+    print("run_batch host ms/batch (calls/batch):")
+    for schema, t in op_time.most_common():
+        print(f"  {schema:32s} {1e3 * t / k:7.3f}  ({op_calls[schema] / k:.1f})")
+    print(f"  {'all operators':32s} {1e3 * sum(op_time.values()) / k:7.3f}")
+    if prof[0] is not None:
+        out = io.StringIO()
+        pstats.Stats(prof[0], stream=out).sort_stats("tottime").print_stats(30)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
