@@ -416,3 +416,23 @@ def test_batch_search_input_shape_and_errors():
     with pytest.raises(ArgumentError, match="out of bounds") as err:
         op.run_batch_cpu([bad], {"input_shape": shapes}, params)
     assert err.value.sample_index == 4
+
+
+def test_seeded_generators_are_default_rngs():
+    """The batch's generators (SeedSequence hashing on numpy arrays, PCG64 seeding on Python
+    integers) are np.random.default_rng(seed), state for state and draw for draw."""
+    from dlpipe.operators._seeded_generators import GeneratorPool, pcg64_states
+
+    rng = np.random.default_rng(3)
+    seeds = [0, 1, 2**32 - 1, 2**32, 2**63 - 2, 2**64 - 1, 2**64, 2**100 + 7, 2**128 - 1]
+    seeds += [int(s) for s in rng.integers(0, 2**63 - 1, 300)] + [int(rng.integers(2**40))]
+    for seed, got in zip(seeds, pcg64_states(seeds), strict=True):
+        want = np.random.default_rng(seed).bit_generator.state["state"]
+        assert got == (want["state"], want["inc"]), seed
+    assert pcg64_states([-1, 2**128, 1.5]) == [None, None, None]
+    pool = GeneratorPool()
+    for batch in (seeds[:40], seeds[40:50] + [-3 + 3, 2**130]):
+        for seed, gen in zip(batch, pool.seeded(batch), strict=True):
+            ref = np.random.default_rng(seed)
+            assert np.array_equal(gen.random(3), ref.random(3)), seed
+            assert gen.integers(7) == ref.integers(7) and gen.integers(2**40) == ref.integers(2**40)
