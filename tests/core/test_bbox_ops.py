@@ -321,6 +321,23 @@ def test_box_encoder_malformed_boxes_and_anchors_take_the_exact_path():
     np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_box_encoder_copies_and_pickles():
+    # the matcher's per-thread scratch is not state: copies and pickles match afresh
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(13)
+    anchors = ssd_like_anchors(grid=4)
+    op = BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=0.3)
+    boxes, labels = gt_boxes(rng, 5), np.arange(1, 6, dtype=np.int32)
+    want = ref_encode(boxes, labels, anchors, 0.3)
+    op.run_sample((boxes, labels), {}, None)  # scratch made
+    for clone in (copy.deepcopy(op), pickle.loads(pickle.dumps(op))):
+        got = clone.run_sample((boxes, labels), {}, None)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_box_encoder_in_a_pipeline_and_errors():
     rng = np.random.default_rng(3)
     anchors = ssd_like_anchors(grid=4)
