@@ -40,6 +40,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, register
+from ._bbox_crop_lockstep import covers as lockstep_covers
+from ._bbox_crop_lockstep import lockstep
 from ._bbox_crop_search import Boxes, Search, search_all
 from ._seeded_generators import GeneratorPool
 from ._small import per_sample
@@ -652,6 +654,15 @@ class RandomBBoxCrop(Operator):
         boxes = None
         if active:
             boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
+            if lockstep_covers(self):
+                redo = []
+                for s, st in zip(active, lockstep(self, boxes, rngs, active, ndim), strict=True):
+                    if st is None:  # the ordinary search, from the sample's first draw
+                        redo.append(s)
+                        searches[s].rng = np.random.default_rng(params[s])
+                    else:
+                        searches[s] = st
+                active = redo
             search_all(self, boxes, searches, ndim, active)
         anchors, ends = np.empty((n, ndim), F), np.empty((n, ndim), F)
         rows, windows, kept_all = [], [], []
