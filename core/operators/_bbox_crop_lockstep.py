@@ -44,35 +44,42 @@ def covers(op) -> bool:
 
 
 class _Streams:
-    """The raw streams of the samples' generators, drawn ``_BLOCK`` values at a time."""
+    """The raw streams of the samples' generators, drawn ``_BLOCK`` values at a time, kept as
+    ``random()`` doubles and as the two 32-bit halves ``integers`` reads."""
 
     def __init__(self, gens: list) -> None:
         self.gens = gens
-        self.raw = np.stack([g.bit_generator.random_raw(_BLOCK) for g in gens])
+        self.size = 0
+        self.dbl = self.low = self.high = np.zeros((len(gens), 0))
+        self.ensure(_BLOCK, np.ones(len(gens), bool))
 
     def ensure(self, end: int, live: np.ndarray) -> None:
-        """Make positions below ``end`` readable for the ``live`` samples."""
-        size = self.raw.shape[1]
-        if end <= size:
+        """Make positions below ``end`` readable (the ``live`` samples' with their draws)."""
+        if end <= self.size:
             return
-        grow = _BLOCK * -(-(end - size) // _BLOCK)
-        raw = np.zeros((len(self.gens), size + grow), np.uint64)
-        raw[:, :size] = self.raw
+        grow = _BLOCK * -(-(end - self.size) // _BLOCK)
+        raw = np.zeros((len(self.gens), grow), np.uint64)
         for s in np.flatnonzero(live).tolist():
-            raw[s, size:] = self.gens[s].bit_generator.random_raw(grow)
-        self.raw = raw
+            raw[s] = self.gens[s].bit_generator.random_raw(grow)
+        dbl = (raw >> np.uint64(11)) * _TO_DOUBLE
+        self.dbl = np.concatenate([self.dbl, dbl], axis=1)
+        self.low = np.concatenate([self.low, raw & _MASK32], axis=1).astype(np.uint64)
+        self.high = np.concatenate([self.high, raw >> np.uint64(32)], axis=1).astype(np.uint64)
+        self.size += grow
 
-    def take(self, pos: np.ndarray, k: int) -> np.ndarray:
-        """(n, k) raw values from ``pos`` on (clamped to the stream: finished samples)."""
-        cols = np.minimum(pos[:, None] + np.arange(k), self.raw.shape[1] - 1)
-        return np.take_along_axis(self.raw, cols, axis=1)
 
-
-def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int) -> list[Search | None]:
-    """The finished search of each sample of ``samples`` (a :class:`Search` holding its
-    outcome, for ``RandomBBoxCrop._outcome``), or None where it must be done again the
-    ordinary way (a rejected ``integers`` draw, or a window larger than the image)."""
+def lockstep(
+    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list
+) -> list[Search | None]:
+    """The search of each sample of ``samples``: a finished :class:`Search` holding its
+    outcome (for ``RandomBBoxCrop._outcome``); an unfinished one, with its generator where
+    lockstep left it, for the last few samples (``_bbox_crop_search.search_all`` ends them:
+    a step costs the same for 3 samples as for 128); or None where it must be done again from
+    its first draw (a rejected ``integers`` draw, a window larger than the image).
+    ``params`` are the samples' seeds (for the generators of the unfinished ones)."""
     n = len(samples)
+    rows = np.arange(n)
+    cols = np.arange(ndim)
     idx = np.asarray(samples, np.intp)
     streams = _Streams([gens[s] for s in samples])
     num_opts = len(op.options)
@@ -83,6 +90,7 @@ def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int) -> lis
     pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
     ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
     total = op.total_num_attempts
+    few = max(2, n // 16)  # this many unfinished samples or fewer: the ordinary search
 
     pos = np.zeros(n, np.int64)
     has32 = np.zeros(n, bool)
@@ -100,73 +108,84 @@ def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int) -> lis
     per_step = (num_opts > 1) + op.num_attempts * 2 * ndim
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         while True:
-            live = ~done & ~redo
+            live = ~(done | redo)
             if total >= 0:
                 done |= live & (count >= total)
                 live &= count < total
-            if not live.any():
+            remaining = np.count_nonzero(live)
+            if remaining <= few:
                 break
-            streams.ensure(int(pos[live].max()) + per_step, live)
-            # the option: integers(len(options))
-            if num_opts > 1:
-                raw = streams.take(pos, 1)[:, 0]
-                u32 = np.where(has32, buf32, raw & _MASK32)
-                fresh = live & ~has32
-                buf32 = np.where(fresh, raw >> np.uint64(32), buf32)
-                pos += fresh
-                has32 = np.where(live, ~has32, has32)
+            streams.ensure(int(pos.max()) + per_step, live)
+            if num_opts > 1:  # the option: integers(len(options))
+                u32 = np.where(has32, buf32, streams.low[rows, pos])
+                buf32 = np.where(has32, buf32, streams.high[rows, pos])
+                pos += live & ~has32
+                has32 ^= live
                 m = u32 * np.uint64(num_opts)
-                redo |= live & ((m & _MASK32) < reject_below)
-                live &= ~redo
+                rejected = live & ((m & _MASK32) < reject_below)
+                if rejected.any():
+                    redo |= rejected
+                    live &= ~rejected
                 choice = (m >> np.uint64(32)).astype(np.intp)
             else:
                 choice = np.zeros(n, np.intp)
             stop = live & opt_no_crop[choice]
-            no_crop |= stop
-            done |= stop
-            live &= ~stop
+            if stop.any():
+                no_crop |= stop
+                done |= stop
+                live &= ~stop
             threshold = opt_thr[choice]
             for _ in range(op.num_attempts):
                 count += live
-                u = streams.take(pos, ndim) >> np.uint64(11)
+                shape = lo_s + (hi_s - lo_s) * streams.dbl[rows[:, None], pos[:, None] + cols]
+                shape = shape.astype(F)
                 pos += live * ndim
-                shape = (lo_s + (hi_s - lo_s) * (u * _TO_DOUBLE)).astype(F)
-                cand = live.copy()
+                cand = live
                 for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
                     ratio = shape[:, i] / shape[:, j]
-                    cand &= (r_lo <= ratio) & (ratio <= r_hi)
-                u = streams.take(pos, ndim) >> np.uint64(11)
+                    cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
+                u = streams.dbl[rows[:, None], pos[:, None] + cols]
                 pos += cand * ndim
                 high = F(1) - shape
                 big = cand & (high < 0).any(axis=1)  # uniform(0, high < 0) raises
-                redo |= big
-                live &= ~big
-                cand &= ~big
-                if not cand.any():
-                    continue
-                anchor = (0.0 + high.astype(np.float64) * (u * _TO_DOUBLE)).astype(F)
-                end = (anchor + shape).astype(F)
+                if big.any():
+                    redo |= big
+                    live &= ~big
+                    cand &= ~big
                 sel = np.flatnonzero(cand)
-                metric, keep, kept_any = score(op, boxes, idx[sel], anchor[sel], end[sel])
+                if not len(sel):
+                    continue
+                anchor = (0.0 + high[sel].astype(np.float64) * u[sel]).astype(F)
+                end = anchor + shape[sel]
+                metric, keep, kept_any = score(op, boxes, idx[sel], anchor, end)
                 valid = metric >= threshold[sel]
                 better = ~((metric <= best[sel]) & ~valid)
                 upd = sel[better]
                 best[upd] = metric[better]
-                res_lo[upd], res_hi[upd] = anchor[upd], end[upd]
+                res_lo[upd] = anchor[better]
+                res_hi[upd] = end[better]
                 res_keep[upd] = keep[better]
                 has_result[upd] = True
-                success[upd] = valid[better] & kept_any[better]
+                success[upd] = (valid & kept_any)[better]
             done |= live & success
     out: list[Search | None] = []
     for k in range(n):
         if redo[k]:
             out.append(None)
             continue
-        st = Search(None, None, None, 0)
-        st.done, st.no_crop, st.success = True, bool(no_crop[k]), bool(success[k])
+        st = Search(None, None, None, 1)
+        st.done, st.no_crop, st.success = bool(done[k]), bool(no_crop[k]), bool(success[k])
         st.count, st.best = int(count[k]), float(best[k])
         if has_result[k]:
             lo, hi = res_lo[k], res_hi[k]
             st.result = ((lo, hi, lo, hi), res_keep[k])
+        if not st.done:  # the generator as it would be after these draws
+            st.planned = st.count
+            st.rng = np.random.default_rng(params[samples[k]])
+            bg = st.rng.bit_generator
+            bg.advance(int(pos[k]))
+            state = bg.state
+            state["has_uint32"], state["uinteger"] = int(has32[k]), int(buf32[k])
+            bg.state = state
         out.append(st)
     return out

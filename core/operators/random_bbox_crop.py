@@ -655,14 +655,16 @@ class RandomBBoxCrop(Operator):
         if active:
             boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
             if lockstep_covers(self):
-                redo = []
-                for s, st in zip(active, lockstep(self, boxes, rngs, active, ndim), strict=True):
-                    if st is None:  # the ordinary search, from the sample's first draw
-                        redo.append(s)
+                rest = []  # the ordinary search ends these
+                found = lockstep(self, boxes, rngs, active, ndim, params)
+                for s, st in zip(active, found, strict=True):
+                    if st is None:  # from the sample's first draw
                         searches[s].rng = np.random.default_rng(params[s])
                     else:
                         searches[s] = st
-                active = redo
+                    if st is None or not st.done:
+                        rest.append(s)
+                active = rest
             search_all(self, boxes, searches, ndim, active)
         anchors, ends = np.empty((n, ndim), F), np.empty((n, ndim), F)
         rows, windows, kept_all = [], [], []

@@ -457,13 +457,14 @@ def test_lockstep_hands_back_rejected_integer_draws():
     from dlpipe.operators._bbox_crop_search import Boxes
 
     op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0])
+    n = 40  # lockstep ends when only n // 16 samples are left
     boxes = random_ltrb(np.random.default_rng(1), 6)
-    lo, hi = boxes[:, :2].copy(), boxes[:, 2:].copy()
-    b = Boxes(np.concatenate([lo, lo]), np.concatenate([hi, hi]), [6, 6], np.ones(12, F))
-    seeded = np.random.default_rng(4)
-    gens = [_RawStub([0] * 8), seeded]  # 0 * 7 = 0 falls under 2**32 % 7 = 4: rejected
-    got = lockstep(op, b, gens, [0, 1], 2)
-    assert got[0] is None and got[1] is not None and got[1].done
+    lo, hi = np.tile(boxes[:, :2], (n, 1)), np.tile(boxes[:, 2:], (n, 1))
+    b = Boxes(lo, hi, [6] * n, np.ones(6 * n, F))
+    # 0 * 7 = 0 falls under 2**32 % 7 = 4: rejected
+    gens = [_RawStub([0] * 8)] + [np.random.default_rng(s) for s in range(1, n)]
+    got = lockstep(op, b, gens, list(range(n)), 2, list(range(n)))
+    assert got[0] is None and all(st is not None for st in got[1:])
 
 
 def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
@@ -473,8 +474,8 @@ def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
 
     real = mod.lockstep
 
-    def every_other(op, boxes, gens, samples, ndim):
-        out = real(op, boxes, gens, samples, ndim)
+    def every_other(op, boxes, gens, samples, ndim, params):
+        out = real(op, boxes, gens, samples, ndim, params)
         return [None if k % 2 else st for k, st in enumerate(out)]
 
     monkeypatch.setattr(mod, "lockstep", every_other)
