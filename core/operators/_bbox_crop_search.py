@@ -124,11 +124,11 @@ class Search:
             self.done = True
 
 
-def score(op, boxes: Boxes, samples: list[int], cands: list) -> tuple[list, np.ndarray, list]:
-    """(metric of each candidate, its kept-box mask (K, B), whether it keeps any box) for the
-    candidates ``cands``, candidate k a window of sample ``samples[k]``."""
-    clo = np.array([c[0] for c in cands], F)[:, None, :]  # (K, 1, ndim)
-    chi = np.array([c[1] for c in cands], F)[:, None, :]
+def score(op, boxes: Boxes, samples, clo: np.ndarray, chi: np.ndarray):
+    """(metric of each window (K,) float32, its kept-box mask (K, B), whether it keeps any box
+    (K,)) for the relative windows ``clo``/``chi`` (K, ndim) float32, window k one of sample
+    ``samples[k]``."""
+    clo, chi = clo[:, None, :], chi[:, None, :]  # (K, 1, ndim)
     rows = boxes.rows[samples]  # (K, B)
     lo, hi, box_vol = boxes.lo[rows], boxes.hi[rows], boxes.volume[rows]
     ext = np.subtract(np.minimum(hi, chi), np.maximum(lo, clo), dtype=F)  # (K, B, ndim)
@@ -141,7 +141,7 @@ def score(op, boxes: Boxes, samples: list[int], cands: list) -> tuple[list, np.n
         if op.metric == "overlap":
             ious = np.divide(inter, box_vol, dtype=F)
         else:
-            crop_ext = np.subtract(chi, clo, dtype=F)[:, :, :]  # (K, 1, ndim)
+            crop_ext = np.subtract(chi, clo, dtype=F)  # (K, 1, ndim)
             crop_vol = crop_ext[..., 0] * crop_ext[..., 1]
             for d in range(2, crop_ext.shape[-1]):
                 crop_vol *= crop_ext[..., d]
@@ -159,7 +159,15 @@ def score(op, boxes: Boxes, samples: list[int], cands: list) -> tuple[list, np.n
             share = ious if op.metric == "overlap" else np.divide(inter, box_vol, dtype=F)
             keep = ~disjoint & (share >= F(op.prune))
     keep &= ~pad
-    return metrics.tolist(), keep, keep.any(axis=1).tolist()
+    return metrics, keep, keep.any(axis=1)
+
+
+def score_candidates(op, boxes: Boxes, samples: list[int], cands: list):
+    """:func:`score` of candidates (rel lo, rel hi, ...), as lists (metrics, kept any)."""
+    clo = np.array([c[0] for c in cands], F)
+    chi = np.array([c[1] for c in cands], F)
+    metrics, keep, kept_any = score(op, boxes, samples, clo, chi)
+    return metrics.tolist(), keep, kept_any.tolist()
 
 
 def search_all(op, boxes: Boxes, searches: list, ndim: int, active: list[int]) -> None:
@@ -174,7 +182,9 @@ def search_all(op, boxes: Boxes, searches: list, ndim: int, active: list[int]) -
             spans.append((s, len(cands), len(proposed)))
             samples += [s] * len(proposed)
             cands += proposed
-        metrics, keep, kept_any = score(op, boxes, samples, cands) if cands else ([], None, [])
+        metrics, keep, kept_any = (
+            score_candidates(op, boxes, samples, cands) if cands else ([], None, [])
+        )
         still = []
         for s, start, k in spans:
             st = searches[s]

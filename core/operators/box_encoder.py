@@ -87,6 +87,16 @@ class AnchorMatcher:
         self._local = threading.local()
         self._zero_rows = np.zeros((2, 16, len(self.area)), F)
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)  # the scratch arrays stay behind (threads' own)
+        del state["_local"], state["_zero_rows"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+        self._zero_rows = np.zeros((2, 16, len(self.area)), F)
+
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This thread's work arrays, reused (fresh ones of this size cost more in page faults
         than the arithmetic): two (2, n, A) float32 (x and y) and one (n, A)."""

@@ -40,7 +40,10 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, register
+from ._bbox_crop_lockstep import covers as lockstep_covers
+from ._bbox_crop_lockstep import lockstep
 from ._bbox_crop_search import Boxes, Search, search_all
+from ._seeded_generators import GeneratorPool
 from ._small import per_sample
 
 logger = logging.getLogger(__name__)
@@ -294,6 +297,7 @@ class RandomBBoxCrop(Operator):
         self.all_boxes = bool(all_boxes_above_threshold)
         self.output_bbox_indices = bool(output_bbox_indices)
         self.has_labels = False
+        self._generators: GeneratorPool | None = None  # made at the first batch
         self._scaling_given, self._ar_given = scaling is not None, aspect_ratio is not None
         self.thresholds = [F(t) for t in thr]
         self.options: list[tuple[bool, np.float32]] = []
@@ -640,14 +644,27 @@ class RandomBBoxCrop(Operator):
         layout = self._layout(ndim)
         counts = [len(b) for b in boxes_in]
         lo, hi = self._read_all(boxes_in, layout, ndim)
+        if self._generators is None:
+            self._generators = GeneratorPool()
+        rngs = self._generators.seeded(params)  # default_rng(param) each, made faster
         searches = [
-            Search(np.random.default_rng(p), c, s, first_round=2)
-            for p, (c, s) in zip(params, shapes, strict=True)
+            Search(rng, c, s, first_round=2) for rng, (c, s) in zip(rngs, shapes, strict=True)
         ]
         active = [i for i in range(n) if counts[i]]
         boxes = None
         if active:
             boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
+            if lockstep_covers(self):
+                rest = []  # the ordinary search ends these
+                found = lockstep(self, boxes, rngs, active, ndim, params)
+                for s, st in zip(active, found, strict=True):
+                    if st is None:  # from the sample's first draw
+                        searches[s].rng = np.random.default_rng(params[s])
+                    else:
+                        searches[s] = st
+                    if st is None or not st.done:
+                        rest.append(s)
+                active = rest
             search_all(self, boxes, searches, ndim, active)
         anchors, ends = np.empty((n, ndim), F), np.empty((n, ndim), F)
         rows, windows, kept_all = [], [], []

@@ -321,6 +321,39 @@ def test_box_encoder_malformed_boxes_and_anchors_take_the_exact_path():
     np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_box_encoder_threads_and_growing_scratch():
+    # two threads, samples of 0..40 boxes (the scratch grows past its first 16 rows)
+    rng = np.random.default_rng(14)
+    anchors = ssd_like_anchors(grid=5)
+    boxes = [gt_boxes(rng, n) for n in (3, 40, 0, 17, 1, 25)]
+    labels = [rng.integers(1, 9, len(b)).astype(np.int32) for b in boxes]
+    got_b, got_l = run_pipe(
+        dict(b=boxes, lab=labels),
+        lambda b, lab: fn.box_encoder(b, lab, anchors=anchors.reshape(-1).tolist(), criteria=0.4),
+    )
+    for gb, gl, b, lab in zip(got_b, got_l, boxes, labels, strict=True):
+        wb, wl = ref_encode(b, lab, anchors, 0.4)
+        np.testing.assert_array_equal(gb, wb)
+        np.testing.assert_array_equal(gl, wl)
+
+
+def test_box_encoder_copies_and_pickles():
+    # the matcher's per-thread scratch is not state: copies and pickles match afresh
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(13)
+    anchors = ssd_like_anchors(grid=4)
+    op = BoxEncoder(anchors=anchors.reshape(-1).tolist(), criteria=0.3)
+    boxes, labels = gt_boxes(rng, 5), np.arange(1, 6, dtype=np.int32)
+    want = ref_encode(boxes, labels, anchors, 0.3)
+    op.run_sample((boxes, labels), {}, None)  # scratch made
+    for clone in (copy.deepcopy(op), pickle.loads(pickle.dumps(op))):
+        got = clone.run_sample((boxes, labels), {}, None)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_box_encoder_in_a_pipeline_and_errors():
     rng = np.random.default_rng(3)
     anchors = ssd_like_anchors(grid=4)

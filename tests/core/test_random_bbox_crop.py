@@ -375,7 +375,7 @@ def test_batch_search_is_each_samples_search(kw, caplog):
     op = crop_op(**kw, output_bbox_indices=True)
     op.has_labels, op.num_outputs = True, 5
     rng = np.random.default_rng(5)
-    boxes = [random_ltrb(rng, int(k), ndim) for k in rng.integers(0, 9, 24)]
+    boxes = [random_ltrb(rng, int(k), ndim) for k in rng.integers(0, 9, 48)]
     if kw.get("bbox_layout") == "xyWH":
         boxes = [np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1) for b in boxes]
     labels = [np.arange(len(b), dtype=np.int32) * 3 + 1 for b in boxes]
@@ -416,3 +416,86 @@ def test_batch_search_input_shape_and_errors():
     with pytest.raises(ArgumentError, match="out of bounds") as err:
         op.run_batch_cpu([bad], {"input_shape": shapes}, params)
     assert err.value.sample_index == 4
+
+
+def test_seeded_generators_are_default_rngs():
+    """The batch's generators (SeedSequence hashing on numpy arrays, PCG64 seeding on Python
+    integers) are np.random.default_rng(seed), state for state and draw for draw."""
+    from dlpipe.operators._seeded_generators import GeneratorPool, pcg64_states
+
+    rng = np.random.default_rng(3)
+    seeds = [0, 1, 2**32 - 1, 2**32, 2**63 - 2, 2**64 - 1, 2**64, 2**100 + 7, 2**128 - 1]
+    seeds += [int(s) for s in rng.integers(0, 2**63 - 1, 300)] + [int(rng.integers(2**40))]
+    for seed, got in zip(seeds, pcg64_states(seeds), strict=True):
+        want = np.random.default_rng(seed).bit_generator.state["state"]
+        assert got == (want["state"], want["inc"]), seed
+    assert pcg64_states([-1, 2**128, 1.5]) == [None, None, None]
+    pool = GeneratorPool()
+    for batch in (seeds[:40], seeds[40:50] + [-3 + 3, 2**130]):
+        for seed, gen in zip(batch, pool.seeded(batch), strict=True):
+            ref = np.random.default_rng(seed)
+            assert np.array_equal(gen.random(3), ref.random(3)), seed
+            assert gen.integers(7) == ref.integers(7) and gen.integers(2**40) == ref.integers(2**40)
+
+
+class _RawStub:
+    """A generator stand-in whose raw stream is given (lockstep reads only random_raw)."""
+
+    def __init__(self, values):
+        self.values = list(values)
+        self.bit_generator = self
+
+    def random_raw(self, k):
+        out, self.values = self.values[:k], self.values[k:]
+        return np.asarray(out + [0] * (k - len(out)), np.uint64)
+
+
+def test_lockstep_hands_back_rejected_integer_draws():
+    """A raw value Lemire's method rejects for integers(len(options)) (numpy draws again) makes
+    lockstep hand the sample back (None) for the ordinary search; other samples are kept."""
+    from dlpipe.operators._bbox_crop_lockstep import lockstep
+    from dlpipe.operators._bbox_crop_search import Boxes
+
+    op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0])
+    n = 40  # lockstep ends when only n // 16 samples are left
+    boxes = random_ltrb(np.random.default_rng(1), 6)
+    lo, hi = np.tile(boxes[:, :2], (n, 1)), np.tile(boxes[:, 2:], (n, 1))
+    b = Boxes(lo, hi, [6] * n, np.ones(6 * n, F))
+    # 0 * 7 = 0 falls under 2**32 % 7 = 4: rejected
+    gens = [_RawStub([0] * 8)] + [np.random.default_rng(s) for s in range(1, n)]
+    got = lockstep(op, b, gens, list(range(n)), 2, list(range(n)))
+    assert got[0] is None and all(st is not None for st in got[1:])
+
+
+def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
+    """Samples handed back by lockstep get the ordinary search from their first draw: the
+    outputs stay those of run_sample."""
+    import dlpipe.operators.random_bbox_crop as mod
+
+    real = mod.lockstep
+
+    def every_other(op, boxes, gens, samples, ndim, params):
+        out = real(op, boxes, gens, samples, ndim, params)
+        return [None if k % 2 else st for k, st in enumerate(out)]
+
+    monkeypatch.setattr(mod, "lockstep", every_other)
+    op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0])
+    op.has_labels, op.num_outputs = True, 4
+    boxes, labels = batches(seed=3, batch=12)
+    params = list(range(500, 512))
+    got = op.run_batch_cpu([boxes, labels], {}, params)
+    for i in range(12):
+        want = op.run_sample((boxes[i], labels[i]), {}, params[i])
+        for k in range(4):
+            assert np.array_equal(np.asarray(got[k][i]), want[k]), (i, k)
+
+
+def test_window_larger_than_the_image_fails_as_numpy_does():
+    """scaling above 1 can make 1 - extent negative; the anchor's uniform(0, negative) raises
+    in both paths (the lockstep search hands such a sample to the ordinary one)."""
+    op = crop_op(thresholds=[0.5], scaling=[1.2, 1.5], aspect_ratio=[0.1, 10.0])
+    boxes, _ = batches(seed=2, batch=4)
+    with pytest.raises(ValueError, match="high - low < 0"):
+        op.run_batch_cpu([boxes], {}, [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="high - low < 0"):
+        op.run_sample((boxes[0],), {}, 1)

@@ -1,0 +1,191 @@
+"""``random_bbox_crop``'s window search for every sample of a batch in lockstep, on numpy arrays.
+
+The search of one sample (``RandomBBoxCrop.find_crop_reference``) is a loop of a few numpy
+calls on arrays of two values per random draw; even scored in batches
+(``_bbox_crop_search.py``), drawing the candidates one Python call at a time was most of the
+operator's host time. Here every sample takes its *n*-th option at the same step: one step
+draws the option and its candidates of all the unfinished samples, scores them and updates each
+sample's best window, in a few dozen numpy calls whatever the batch size. A batch takes as many
+steps as its slowest sample takes options (about 16 for a batch of 128 of SSD's crop, 3.4 on
+average).
+
+The draws are the generator's: each sample's generator gives its raw 64-bit stream
+(``random_raw``), read the way numpy's ``Generator`` reads it for the calls the search makes:
+
+* ``random()``: ``(raw >> 11) * 2**-53``, one raw value; ``uniform(0, h)`` is ``0.0 + h * that``;
+* ``integers(m)`` (m > 1): a 32-bit value, the low half of a new raw value or the high half kept
+  from the previous such draw (PCG64's ``next_uint32`` buffer; ``random()`` does not touch it),
+  mapped by Lemire's method: ``(u * m) >> 32``, unless ``(u * m) & 0xFFFFFFFF`` falls under
+  ``2**32 % m``, where numpy draws again (odds ~m / 2**32: that sample's search is done again
+  the ordinary way);
+* ``integers(1)`` draws nothing.
+
+So the windows, the boxes kept and the warnings are those of the one-sample search (the tests
+compare them, seed for seed). Searches it does not cover (fixed windows, aspect ratios tying two
+extents, ``input_shape``, a window larger than the image) take ``_bbox_crop_search.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._bbox_crop_search import Boxes, Search, score
+
+F = np.float32
+_MASK32 = np.uint64(0xFFFFFFFF)
+_TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
+_BLOCK = 32  # raw values drawn per sample at a time
+
+
+def covers(op) -> bool:
+    """Whether :func:`lockstep` covers ``op``'s search (a relative window, from ``scaling`` and
+    ``aspect_ratio`` ranges that tie no extents)."""
+    return not op.fixed_crop and not op.input_shape_given and not op._ar_tied
+
+
+class _Streams:
+    """The raw streams of the samples' generators, drawn ``_BLOCK`` values at a time, kept as
+    ``random()`` doubles and as the two 32-bit halves ``integers`` reads."""
+
+    def __init__(self, gens: list) -> None:
+        self.gens = gens
+        self.size = 0
+        self.dbl = self.low = self.high = np.zeros((len(gens), 0))
+        self.ensure(_BLOCK, np.ones(len(gens), bool))
+
+    def ensure(self, end: int, live: np.ndarray) -> None:
+        """Make positions below ``end`` readable (the ``live`` samples' with their draws)."""
+        if end <= self.size:
+            return
+        grow = _BLOCK * -(-(end - self.size) // _BLOCK)
+        raw = np.zeros((len(self.gens), grow), np.uint64)
+        for s in np.flatnonzero(live).tolist():
+            raw[s] = self.gens[s].bit_generator.random_raw(grow)
+        dbl = (raw >> np.uint64(11)) * _TO_DOUBLE
+        self.dbl = np.concatenate([self.dbl, dbl], axis=1)
+        self.low = np.concatenate([self.low, raw & _MASK32], axis=1).astype(np.uint64)
+        self.high = np.concatenate([self.high, raw >> np.uint64(32)], axis=1).astype(np.uint64)
+        self.size += grow
+
+
+def lockstep(
+    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list
+) -> list[Search | None]:
+    """The search of each sample of ``samples``: a finished :class:`Search` holding its
+    outcome (for ``RandomBBoxCrop._outcome``); an unfinished one, with its generator where
+    lockstep left it, for the last few samples (``_bbox_crop_search.search_all`` ends them:
+    a step costs the same for 3 samples as for 128); or None where it must be done again from
+    its first draw (a rejected ``integers`` draw, a window larger than the image).
+    ``params`` are the samples' seeds (for the generators of the unfinished ones)."""
+    n = len(samples)
+    rows = np.arange(n)
+    cols = np.arange(ndim)
+    idx = np.asarray(samples, np.intp)
+    streams = _Streams([gens[s] for s in samples])
+    num_opts = len(op.options)
+    opt_no_crop = np.array([nc for nc, _ in op.options], bool)
+    opt_thr = np.array([t for _, t in op.options], F)
+    reject_below = np.uint64((2**32 - num_opts) % num_opts) if num_opts > 1 else None
+    lo_s, hi_s = float(op.scaling[0]), float(op.scaling[1])
+    pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
+    ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
+    total = op.total_num_attempts
+    few = max(2, n // 16)  # this many unfinished samples or fewer: the ordinary search
+
+    pos = np.zeros(n, np.int64)
+    has32 = np.zeros(n, bool)
+    buf32 = np.zeros(n, np.uint64)
+    count = np.zeros(n, np.int64)
+    best = np.full(n, -1.0, F)
+    success = np.zeros(n, bool)
+    done = np.zeros(n, bool)
+    no_crop = np.zeros(n, bool)
+    redo = np.zeros(n, bool)
+    has_result = np.zeros(n, bool)
+    res_lo = np.zeros((n, ndim), F)
+    res_hi = np.zeros((n, ndim), F)
+    res_keep = np.zeros((n, boxes.rows.shape[1]), bool)
+    per_step = (num_opts > 1) + op.num_attempts * 2 * ndim
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        while True:
+            live = ~(done | redo)
+            if total >= 0:
+                done |= live & (count >= total)
+                live &= count < total
+            remaining = np.count_nonzero(live)
+            if remaining <= few:
+                break
+            streams.ensure(int(pos.max()) + per_step, live)
+            if num_opts > 1:  # the option: integers(len(options))
+                u32 = np.where(has32, buf32, streams.low[rows, pos])
+                buf32 = np.where(has32, buf32, streams.high[rows, pos])
+                pos += live & ~has32
+                has32 ^= live
+                m = u32 * np.uint64(num_opts)
+                rejected = live & ((m & _MASK32) < reject_below)
+                if rejected.any():
+                    redo |= rejected
+                    live &= ~rejected
+                choice = (m >> np.uint64(32)).astype(np.intp)
+            else:
+                choice = np.zeros(n, np.intp)
+            stop = live & opt_no_crop[choice]
+            if stop.any():
+                no_crop |= stop
+                done |= stop
+                live &= ~stop
+            threshold = opt_thr[choice]
+            for _ in range(op.num_attempts):
+                count += live
+                shape = lo_s + (hi_s - lo_s) * streams.dbl[rows[:, None], pos[:, None] + cols]
+                shape = shape.astype(F)
+                pos += live * ndim
+                cand = live
+                for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
+                    ratio = shape[:, i] / shape[:, j]
+                    cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
+                u = streams.dbl[rows[:, None], pos[:, None] + cols]
+                pos += cand * ndim
+                high = F(1) - shape
+                big = cand & (high < 0).any(axis=1)  # uniform(0, high < 0) raises
+                if big.any():
+                    redo |= big
+                    live &= ~big
+                    cand &= ~big
+                sel = np.flatnonzero(cand)
+                if not len(sel):
+                    continue
+                anchor = (0.0 + high[sel].astype(np.float64) * u[sel]).astype(F)
+                end = anchor + shape[sel]
+                metric, keep, kept_any = score(op, boxes, idx[sel], anchor, end)
+                valid = metric >= threshold[sel]
+                better = ~((metric <= best[sel]) & ~valid)
+                upd = sel[better]
+                best[upd] = metric[better]
+                res_lo[upd] = anchor[better]
+                res_hi[upd] = end[better]
+                res_keep[upd] = keep[better]
+                has_result[upd] = True
+                success[upd] = (valid & kept_any)[better]
+            done |= live & success
+    out: list[Search | None] = []
+    for k in range(n):
+        if redo[k]:
+            out.append(None)
+            continue
+        st = Search(None, None, None, 1)
+        st.done, st.no_crop, st.success = bool(done[k]), bool(no_crop[k]), bool(success[k])
+        st.count, st.best = int(count[k]), float(best[k])
+        if has_result[k]:
+            lo, hi = res_lo[k], res_hi[k]
+            st.result = ((lo, hi, lo, hi), res_keep[k])
+        if not st.done:  # the generator as it would be after these draws
+            st.planned = st.count
+            st.rng = np.random.default_rng(params[samples[k]])
+            bg = st.rng.bit_generator
+            bg.advance(int(pos[k]))
+            state = bg.state
+            state["has_uint32"], state["uinteger"] = int(has32[k]), int(buf32[k])
+            bg.state = state
+        out.append(st)
+    return out
