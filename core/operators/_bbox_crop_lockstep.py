@@ -35,6 +35,7 @@ F = np.float32
 _MASK32 = np.uint64(0xFFFFFFFF)
 _TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 _BLOCK = 32  # raw values drawn per sample at a time
+_HANDOFF = 16  # lockstep ends when no more than 1 / _HANDOFF of the samples are left
 
 
 def covers(op) -> bool:
@@ -98,7 +99,7 @@ def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params
     pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
     ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
     total = op.total_num_attempts
-    few = max(2, n // 16)  # this many unfinished samples or fewer: the ordinary search
+    few = max(2, n // _HANDOFF)  # this many unfinished samples or fewer: the ordinary search
 
     pos = np.zeros(n, np.int64)
     has32 = np.zeros(n, bool)
