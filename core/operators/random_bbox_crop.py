@@ -27,6 +27,13 @@ every candidate was rejected, the whole image is used (DALI gives an empty windo
 numbers come from a generator per sample, seeded in ``batch_params`` from the operator's RNG,
 so results do not depend on the thread count (they are not DALI's draws: DALI uses
 ``std::mt19937``).
+
+The operator runs batch-wise (``run_batch_cpu``; the pipeline's path), with the outputs of
+``run_sample`` for each sample: the generators are made together (``_seeded_generators.py``),
+the searches go in lockstep on numpy arrays, reading each generator's raw stream as numpy does
+(``_bbox_crop_lockstep.py``), and the searches lockstep does not cover, or its last few, are
+scored a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
+candidate at a time (``find_crop_reference``) is the reference the tests compare them with.
 """
 
 from __future__ import annotations
