@@ -35,6 +35,7 @@ F = np.float32
 _MASK32 = np.uint64(0xFFFFFFFF)
 _TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 _BLOCK = 32  # raw values drawn per sample at a time
+_HANDOFF = 16  # lockstep ends when no more than 1 / _HANDOFF of the samples are left
 
 
 def covers(op) -> bool:
@@ -68,15 +69,23 @@ class _Streams:
         self.size += grow
 
 
-def lockstep(
-    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list
-) -> list[Search | None]:
-    """The search of each sample of ``samples``: a finished :class:`Search` holding its
-    outcome (for ``RandomBBoxCrop._outcome``); an unfinished one, with its generator where
-    lockstep left it, for the last few samples (``_bbox_crop_search.search_all`` ends them:
-    a step costs the same for 3 samples as for 128); or None where it must be done again from
-    its first draw (a rejected ``integers`` draw, a window larger than the image).
-    ``params`` are the samples' seeds (for the generators of the unfinished ones)."""
+class Found:
+    """What :func:`lockstep` found, per sample of its ``samples`` (arrays in that order):
+    ``done`` (its search ended here), ``no_crop``, ``success``, ``count``, ``best`` (float32),
+    ``has_result`` and the chosen window ``lo``/``hi`` (n, ndim) float32 with its kept-box mask
+    ``keep`` (n, B); ``rest``: (position, :class:`Search` or None) of the samples it did not
+    end. An unfinished Search continues where lockstep stopped (its generator advanced to
+    there: a step costs as much for 3 samples as for 128, the last few go on one at a time);
+    None means the sample's search must start again from its first draw (a rejected
+    ``integers`` draw, or a window larger than the image)."""
+
+    __slots__ = ("done", "no_crop", "success", "count", "best", "has_result", "lo", "hi")
+    __slots__ += ("keep", "rest")
+
+
+def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list) -> Found:
+    """The searches of ``samples`` (indices of ``gens``, ``params`` (their seeds) and of the
+    samples of ``boxes``), in lockstep; see :class:`Found`."""
     n = len(samples)
     rows = np.arange(n)
     cols = np.arange(ndim)
@@ -90,7 +99,7 @@ def lockstep(
     pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
     ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
     total = op.total_num_attempts
-    few = max(2, n // 16)  # this many unfinished samples or fewer: the ordinary search
+    few = max(2, n // _HANDOFF)  # this many unfinished samples or fewer: the ordinary search
 
     pos = np.zeros(n, np.int64)
     has32 = np.zeros(n, bool)
@@ -168,24 +177,26 @@ def lockstep(
                 has_result[upd] = True
                 success[upd] = (valid & kept_any)[better]
             done |= live & success
-    out: list[Search | None] = []
-    for k in range(n):
+    found = Found()
+    found.done, found.no_crop, found.success = done, no_crop, success
+    found.count, found.best, found.has_result = count, best, has_result
+    found.lo, found.hi, found.keep = res_lo, res_hi, res_keep
+    found.rest = []
+    for k in np.flatnonzero(~done).tolist():
         if redo[k]:
-            out.append(None)
+            found.rest.append((k, None))
             continue
         st = Search(None, None, None, 1)
-        st.done, st.no_crop, st.success = bool(done[k]), bool(no_crop[k]), bool(success[k])
-        st.count, st.best = int(count[k]), float(best[k])
+        st.success, st.count, st.best = bool(success[k]), int(count[k]), float(best[k])
+        st.planned = st.count
         if has_result[k]:
-            lo, hi = res_lo[k], res_hi[k]
-            st.result = ((lo, hi, lo, hi), res_keep[k])
-        if not st.done:  # the generator as it would be after these draws
-            st.planned = st.count
-            st.rng = np.random.default_rng(params[samples[k]])
-            bg = st.rng.bit_generator
-            bg.advance(int(pos[k]))
-            state = bg.state
-            state["has_uint32"], state["uinteger"] = int(has32[k]), int(buf32[k])
-            bg.state = state
-        out.append(st)
-    return out
+            st.result = ((res_lo[k], res_hi[k], res_lo[k], res_hi[k]), res_keep[k])
+        # the generator as it would be after these draws
+        st.rng = np.random.default_rng(params[samples[k]])
+        bg = st.rng.bit_generator
+        bg.advance(int(pos[k]))
+        state = bg.state
+        state["has_uint32"], state["uinteger"] = int(has32[k]), int(buf32[k])
+        bg.state = state
+        found.rest.append((k, st))
+    return found

@@ -27,6 +27,13 @@ every candidate was rejected, the whole image is used (DALI gives an empty windo
 numbers come from a generator per sample, seeded in ``batch_params`` from the operator's RNG,
 so results do not depend on the thread count (they are not DALI's draws: DALI uses
 ``std::mt19937``).
+
+The operator runs batch-wise (``run_batch_cpu``; the pipeline's path), with the outputs of
+``run_sample`` for each sample: the generators are made together (``_seeded_generators.py``),
+the searches go in lockstep on numpy arrays, reading each generator's raw stream as numpy does
+(``_bbox_crop_lockstep.py``), and the searches lockstep does not cover, or its last few, are
+scored a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
+candidate at a time (``find_crop_reference``) is the reference the tests compare them with.
 """
 
 from __future__ import annotations
@@ -647,50 +654,39 @@ class RandomBBoxCrop(Operator):
         if self._generators is None:
             self._generators = GeneratorPool()
         rngs = self._generators.seeded(params)  # default_rng(param) each, made faster
-        searches = [
-            Search(rng, c, s, first_round=2) for rng, (c, s) in zip(rngs, shapes, strict=True)
-        ]
+        out = _Outcomes(n, ndim, max(counts, default=0))
         active = [i for i in range(n) if counts[i]]
         boxes = None
         if active:
             boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
-            if lockstep_covers(self):
-                rest = []  # the ordinary search ends these
-                found = lockstep(self, boxes, rngs, active, ndim, params)
-                for s, st in zip(active, found, strict=True):
-                    if st is None:  # from the sample's first draw
-                        searches[s].rng = np.random.default_rng(params[s])
-                    else:
-                        searches[s] = st
-                    if st is None or not st.done:
-                        rest.append(s)
-                active = rest
-            search_all(self, boxes, searches, ndim, active)
-        anchors, ends = np.empty((n, ndim), F), np.empty((n, ndim), F)
-        rows, windows, kept_all = [], [], []
-        for i, st in enumerate(searches):
+        searches: list = [None] * n
+        rest = active  # the samples the ordinary search ends
+        if active and lockstep_covers(self):
+            found = lockstep(self, boxes, rngs, active, ndim, params)
+            out.take_lockstep(np.asarray(active), found, counts)
+            for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
+                self._warn_no_window(int(found.count[k]), float(found.best[k]))
+            rest = []
+            for k, st in found.rest:
+                s = active[k]
+                if st is None:  # from the sample's first draw
+                    st = Search(np.random.default_rng(params[s]), None, None, first_round=2)
+                searches[s] = st
+                rest.append(s)
+        else:
+            for s in active:
+                searches[s] = Search(rngs[s], *shapes[s], first_round=2)
+        if rest:
+            search_all(self, boxes, searches, ndim, rest)
+            for s in rest:
+                out.take_search(s, *self._outcome(searches[s], ndim, counts[s]), counts[s])
+        for i in range(n):
             if counts[i] == 0:  # the first window will do (find_crop_reference)
                 empty = np.zeros((0, ndim), F)
-                out_lo, out_hi, kept, _, _ = self.find_crop_reference(
-                    empty, empty, st.rng, st.crop_shape, st.input_shape
-                )
-                rel = None
-            else:
-                rel_lo, rel_hi, out_lo, out_hi, kept = self._outcome(st, ndim, counts[i])
-                rel = None if kept is None else (rel_lo, rel_hi)
-                if kept is None:
-                    kept = np.arange(counts[i])
-                rows.append(boxes.starts[i] + kept)
-                windows.append((rel, len(kept)))
-            anchors[i], ends[i] = out_lo, out_hi
-            kept_all.append(kept)
-        out_boxes = self._remap_all(lo, hi, rows, windows, counts, layout, ndim)
-        outs = [anchors, (ends - anchors).astype(F), out_boxes]
-        if self.has_labels:
-            outs.append([lab[k] for lab, k in zip(labels_in, kept_all, strict=True)])
-        if self.output_bbox_indices:
-            outs.append([np.asarray(k, np.int32) for k in kept_all])
-        return outs
+                crop, inp = shapes[i]
+                out_lo, out_hi, _, _, _ = self.find_crop_reference(empty, empty, rngs[i], crop, inp)
+                out.anchors[i], out.ends[i] = out_lo, out_hi
+        return out.outputs(self, lo, hi, counts, labels_in, layout)
 
     def _read_all(self, boxes_in: list, layout: str, ndim: int):
         """(lo, hi) of every sample's boxes, concatenated (:func:`read_boxes`; an error names
@@ -707,28 +703,77 @@ class RandomBBoxCrop(Operator):
                     raise
             raise
 
-    @staticmethod
-    def _remap_all(lo, hi, rows, windows, counts, layout, ndim) -> list[np.ndarray]:
-        """Each sample's kept boxes (global ``rows`` of ``lo``/``hi``) in its window's
-        coordinates (:func:`remap_boxes`, all at once; unchanged where the window is None), in
-        ``layout``: one (K, 2 * ndim) array per sample (one with every sample without boxes)."""
-        out: list[np.ndarray] = []
-        if rows:
-            sel = np.concatenate(rows)
-            sizes = [k for _, k in windows]
-            wlo = np.repeat(
-                np.array([(0.0,) * ndim if w is None else w[0] for w, _ in windows], F), sizes, 0
-            )
-            whi = np.repeat(
-                np.array([(1.0,) * ndim if w is None else w[1] for w, _ in windows], F), sizes, 0
-            )
-            new_lo, new_hi = remap_boxes(wlo, whi, lo[sel], hi[sel])
-            same = np.repeat(np.array([w is None for w, _ in windows]), sizes)
-            if same.any():
-                new_lo[same], new_hi[same] = lo[sel[same]], hi[sel[same]]
-            parts = np.split(write_boxes(new_lo, new_hi, layout), np.cumsum(sizes)[:-1])
-        empty = np.zeros((0, 2 * ndim), F)
-        it = iter(parts if rows else [])
-        for c in counts:
-            out.append(next(it) if c else empty.copy())
-        return out
+
+class _Outcomes:
+    """The batch's windows and kept boxes as they are found, turned into the outputs at once.
+
+    ``anchors``/``ends`` (n, ndim): the output windows; ``wlo``/``whi``: the relative windows
+    the kept boxes are mapped into where ``remap``; ``mask`` (n, B): each sample's kept boxes
+    (columns are its box indices). A sample whose window is the whole image keeps every box
+    as it is (not remapped)."""
+
+    def __init__(self, n: int, ndim: int, width: int) -> None:
+        self.anchors = np.zeros((n, ndim), F)
+        self.ends = np.ones((n, ndim), F)
+        self.wlo = np.zeros((n, ndim), F)
+        self.whi = np.ones((n, ndim), F)
+        self.remap = np.zeros(n, bool)
+        self.mask = np.zeros((n, width), bool)
+
+    def take_lockstep(self, samples: np.ndarray, found, counts: list[int]) -> None:
+        crop = found.done & ~found.no_crop & found.has_result
+        s = samples[crop]
+        self.anchors[s] = self.wlo[s] = found.lo[crop]
+        self.ends[s] = self.whi[s] = found.hi[crop]
+        self.remap[s] = True
+        self.mask[s] = found.keep[crop][:, : self.mask.shape[1]]
+        whole = samples[found.done & ~crop]  # every box, unchanged
+        self.mask[whole] = np.arange(self.mask.shape[1]) < np.asarray(counts)[whole, None]
+
+    def take_search(self, s, rel_lo, rel_hi, out_lo, out_hi, kept, count: int) -> None:
+        self.anchors[s], self.ends[s] = out_lo, out_hi
+        if kept is None:  # the whole image: every box, unchanged
+            self.mask[s, :count] = True
+            return
+        self.wlo[s], self.whi[s] = rel_lo, rel_hi
+        self.remap[s] = True
+        self.mask[s, kept] = True
+
+    def outputs(self, op, lo, hi, counts, labels_in, layout) -> list:
+        """The operator's outputs: anchors and shapes (n, ndim), then per sample the kept boxes
+        in the window (:func:`remap_boxes` of them all at once), labels and indices."""
+        ends = np.cumsum(np.count_nonzero(self.mask, axis=1)).tolist()
+        cuts = list(zip([0, *ends[:-1]], ends, strict=True))
+        sample, col = np.nonzero(self.mask)
+        starts = np.zeros(len(counts), np.intp)
+        np.cumsum(counts[:-1], out=starts[1:])
+        rows = starts[sample] + col
+        new_lo, new_hi = remap_boxes(self.wlo[sample], self.whi[sample], lo[rows], hi[rows])
+        same = ~self.remap[sample]
+        if same.any():
+            new_lo[same], new_hi[same] = lo[rows[same]], hi[rows[same]]
+        outs = [
+            self.anchors,
+            (self.ends - self.anchors).astype(F),
+            _split(write_boxes(new_lo, new_hi, layout), cuts),
+        ]
+        if op.has_labels:
+            outs.append(_gather_labels(labels_in, rows, col, cuts))
+        if op.output_bbox_indices:
+            outs.append(_split(col.astype(np.int32), cuts))
+        return outs
+
+
+def _split(a: np.ndarray, cuts: list[tuple[int, int]]) -> list[np.ndarray]:
+    """The rows [start, end) of ``a`` for each cut (``np.split`` without its per-piece cost)."""
+    return [a[s:e] for s, e in cuts]
+
+
+def _gather_labels(labels: list, rows: np.ndarray, col: np.ndarray, cuts) -> list[np.ndarray]:
+    """Each sample's labels of its kept boxes: from all labels concatenated where they share a
+    dtype and a row shape (``rows``: global box indices), else sample by sample (``col``)."""
+    labels = [np.asarray(x) for x in labels]
+    kinds = {(x.dtype, x.shape[1:]) for x in labels if x.ndim >= 1}
+    if len(kinds) == 1 and all(x.ndim >= 1 for x in labels):
+        return _split(np.concatenate(labels)[rows], cuts)
+    return [x[c] for x, c in zip(labels, _split(col, cuts), strict=True)]

@@ -464,7 +464,8 @@ def test_lockstep_hands_back_rejected_integer_draws():
     # 0 * 7 = 0 falls under 2**32 % 7 = 4: rejected
     gens = [_RawStub([0] * 8)] + [np.random.default_rng(s) for s in range(1, n)]
     got = lockstep(op, b, gens, list(range(n)), 2, list(range(n)))
-    assert got[0] is None and all(st is not None for st in got[1:])
+    assert not got.done[0] and (0, None) in got.rest
+    assert all(st is not None for k, st in got.rest if k != 0)
 
 
 def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
@@ -475,8 +476,12 @@ def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
     real = mod.lockstep
 
     def every_other(op, boxes, gens, samples, ndim, params):
-        out = real(op, boxes, gens, samples, ndim, params)
-        return [None if k % 2 else st for k, st in enumerate(out)]
+        found = real(op, boxes, gens, samples, ndim, params)
+        for k in range(1, len(samples), 2):
+            if found.done[k]:
+                found.done[k] = False
+                found.rest.append((k, None))
+        return found
 
     monkeypatch.setattr(mod, "lockstep", every_other)
     op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1.0])
