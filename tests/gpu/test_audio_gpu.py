@@ -75,6 +75,62 @@ def test_spectrogram(kw):
     check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
 
 
+def run_batches(build, batches, layout=None):
+    """``build(node)`` on the GPU copy and on the CPU input over several batches (the external
+    source gives ``batches`` in turn, each of its own size): [(gpu, cpu), ...]."""
+    it = iter(batches)
+    pipe = Pipeline(batch_size=max(len(b) for b in batches), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(next(it)), layout=layout)
+        pipe.set_outputs(build(x.gpu()), build(x))
+    out = [pipe.run() for _ in batches]
+    pipe.close()
+    return out
+
+
+def test_spectrogram_batches_of_very_different_lengths():
+    """Lengths from one window to 10 s in one batch, then batches whose frame totals fall in
+    the same FFT buffer size (a cached plan reused) and in other sizes, some smaller than the
+    16-row minimum: every sample equals the CPU's, whatever its neighbours."""
+    from dlpipe._audio.frames import fft_rows
+
+    kw = dict(nfft=512, window_length=320, window_step=160)
+    batches = [
+        signals((320, 160000, 17, 3000, 48000, 1)),
+        signals((160000, 3000, 320, 17, 48000, 2), seed=1),  # the same total: the same plan
+        signals((150000, 2900, 300, 17, 48000, 5), seed=2),  # fewer frames, same buffer size
+        signals((40,), seed=3),  # one small sample: the 16-row minimum
+        signals((16000,) * 3 + (8000,), seed=4),
+    ]
+    totals = [sum(len(x) // 160 + 1 for x in b) for b in batches]
+    assert fft_rows(totals[0]) == fft_rows(totals[2]) and totals[2] < totals[0]
+    for g, c in run_batches(lambda x: fn.spectrogram(x, **kw), batches):
+        check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+
+
+def test_spectrogram_fft_plans_are_cached_per_buffer_size():
+    from dlpipe.kernels import audio as kaudio
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    a = kaudio.rfft_plan(512, 24576, 0, stream.ptr)
+    assert kaudio.rfft_plan(512, 24576, 0, stream.ptr) is a
+    assert kaudio.rfft_plan(512, 28672, 0, stream.ptr) is not a
+    assert kaudio.rfft_plan(512, 24576, 0, cupy.cuda.Stream(non_blocking=True).ptr) is not a
+    for rows in range(16, 16 + 2 * kaudio.MAX_FFT_PLANS):  # least recently used go first
+        kaudio.rfft_plan(64, rows, 0, stream.ptr)
+    assert len(kaudio._PLANS) == kaudio.MAX_FFT_PLANS
+    assert kaudio.rfft_plan(512, 24576, 0, stream.ptr) is not a
+
+
+def test_spectrogram_of_one_degenerate_axis_on_the_gpu():
+    xs = signals((900, 1733, 2400))
+    g, c = run_both(lambda x: fn.spectrogram(x, window_length=256, window_step=64), xs)
+    check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+    rows = [x.reshape(1, -1) for x in xs]
+    g, c = run_both(lambda x: fn.spectrogram(x, window_length=256, window_step=64), rows)
+    check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+
+
 @pytest.mark.parametrize(
     "kw,layout",
     [
