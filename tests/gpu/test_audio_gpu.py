@@ -219,6 +219,46 @@ def test_chain_like_jasper():
     check(g, c, atol=2e-3, rtol=1e-4)
 
 
+def test_jasper_feature_chain_on_the_gpu_is_the_cpu_chain():
+    """DeepLearningExamples' Jasper features (common/dali/pipeline.py, GPU branch without the
+    dither) on a batch of very different lengths, trimmed on the CPU, against the same chain on
+    the CPU: preemphasis, spectrogram, mel, log, lengths, per-feature normalize, pad to 16."""
+    rng = np.random.default_rng(11)
+    xs = []
+    for n in (16000, 400, 160000, 3210, 48000):
+        x = np.zeros(n + 2000, np.float32)
+        x[1000 : 1000 + n] = signals((n,), seed=n)[0] * rng.uniform(0.2, 1.0)
+        xs.append(x)
+
+    def features(audio):
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+        mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True)
+        log = fn.to_decibels(mel, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(1e-20))
+        lengths = fn.shapes(log)
+        log = fn.normalize(log, axes=[1])
+        return fn.pad(log, axes=[1], fill_value=0, align=16), lengths
+
+    pipe = Pipeline(batch_size=len(xs), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        audio = fn.external_source(source=lambda: list(xs))
+        begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+        audio = fn.slice(audio, begin, length, axes=[0])
+        g, gl = features(audio.gpu())
+        c, cl = features(audio)
+        pipe.set_outputs(g, gl, c, cl)
+    for _ in range(2):
+        g, gl, c, cl = pipe.run()
+        gl = gl.as_cpu() if hasattr(gl, "as_cpu") else gl
+        assert [gl.at(i).tolist() for i in range(len(xs))] == [
+            cl.at(i).tolist() for i in range(len(xs))
+        ]
+        widths = [int(cl.at(i)[1]) for i in range(len(xs))]
+        assert g.as_cpu().at(0).shape == (64, -(-max(widths) // 16) * 16)
+        # normalized log-mel: the CPU's to float32 rounding of the spectra and the variance
+        check(g, c, atol=2e-3, rtol=1e-3)
+
+
 def run_both_multi(build, samples, arg=None):
     """Like ``run_both`` for operators with several outputs: (gpu outputs, cpu outputs)."""
     pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=0, seed=2)
