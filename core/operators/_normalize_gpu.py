@@ -18,8 +18,15 @@ import numpy as np
 from ..errors import ArgumentError
 
 
-def _keep_shape(shape, axes) -> tuple[int, ...]:
-    return tuple(1 if d in axes else int(e) for d, e in enumerate(shape))
+def kept_shapes(shapes, axes) -> tuple[np.ndarray, np.ndarray]:
+    """(statistics shapes, elements per statistic) of a batch of ``shapes`` (N, ndim) reduced
+    over ``axes``: the shapes with the reduced extents set to 1, and the product of the
+    reduced extents (1 when none is reduced), both int64."""
+    shapes = np.asarray(shapes, np.int64)
+    reduced = np.isin(np.arange(shapes.shape[1]), list(axes))
+    keep = np.where(reduced, 1, shapes)
+    counts = np.where(reduced, shapes, 1).prod(axis=1) if len(shapes) else np.ones(0, np.int64)
+    return keep.astype(np.int64), counts.astype(np.int64)
 
 
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
@@ -28,6 +35,17 @@ def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
     if v is None:
         return None
     return np.asarray(v, np.float32).reshape(v.shape if v.ndim else (1,) * len(shape))
+
+
+def _host_params(op, args: dict, name: str, shapes: np.ndarray) -> list:
+    """``mean`` or ``stddev`` of every sample (None when computed), as float32 arrays of the
+    samples' rank; a static None or scalar is checked once, not per sample."""
+    n, ndim = shapes.shape
+    static = getattr(op, name)
+    if name not in args and (static is None or static.ndim == 0):
+        v = None if static is None else np.asarray(static, np.float32).reshape((1,) * ndim)
+        return [v] * n
+    return [_host_param(op, {k: a[i] for k, a in args.items()}, name, shapes[i]) for i in range(n)]
 
 
 def normalize_gpu(op, samples, args: dict, stream):
@@ -45,9 +63,8 @@ def normalize_gpu(op, samples, args: dict, stream):
     if n == 0:
         return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
     ndim = s.shapes.shape[1]
-    per = [{k: v[i] for k, v in args.items()} for i in range(n)]
-    means = [_host_param(op, per[i], "mean", s.shapes[i]) for i in range(n)]
-    devs = [_host_param(op, per[i], "stddev", s.shapes[i]) for i in range(n)]
+    means = _host_params(op, args, "mean", s.shapes)
+    devs = _host_params(op, args, "stddev", s.shapes)
     if op.batch:
         axes = op._reduced_axes(ndim, ())
         kept = [d for d in range(ndim) if d not in axes]
@@ -58,8 +75,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             )
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
-    keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
-    counts = np.array([int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64)
+    keep, counts = kept_shapes(s.shapes, axes)
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
