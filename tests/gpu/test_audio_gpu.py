@@ -259,6 +259,42 @@ def test_jasper_feature_chain_on_the_gpu_is_the_cpu_chain():
         check(g, c, atol=2e-3, rtol=1e-3)
 
 
+def test_nemo_feature_chain_on_the_gpu_is_the_cpu_chain():
+    """NeMo's AudioToCharDALIDataset features (audio_to_text_dali.py, without the dither):
+    slice on the GPU with CPU anchors, preemphasis with a zero border, a given window, mel with
+    a frequency range, the log guard, normalize with epsilon and ddof=1, lengths sliced from
+    the shapes, and pad to 16 features and the longest sample."""
+    xs = signals((16000, 700, 90000, 5000), seed=5)
+    window = list(np.hanning(400).astype(np.float32))
+
+    def features(audio, begin, length):
+        audio = fn.slice(audio, begin, length, normalized_anchor=False, axes=[0])
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97, border="zero")
+        spec = fn.spectrogram(audio, nfft=512, window_length=400, window_step=160, window_fn=window)
+        spec = fn.mel_filter_bank(
+            spec, sample_rate=16000, nfilter=64, normalize=True, freq_low=0, freq_high=8000
+        )
+        spec = spec + 2**-24
+        spec = fn.to_decibels(spec, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(2**-24))
+        spec = fn.normalize(spec, axes=[1], epsilon=1e-5**2, ddof=1)
+        spec_len = fn.slice(fn.shapes(spec), 1, 1, axes=(0,))
+        return fn.pad(spec, fill_value=0, axes=(0, 1), align=(16, 1), shape=(1, -1)), spec_len
+
+    pipe = Pipeline(batch_size=len(xs), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        audio = fn.external_source(source=lambda: list(xs))
+        begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+        g, gl = features(audio.gpu(), begin, length)
+        c, cl = features(audio, begin, length)
+        pipe.set_outputs(g, gl, c, cl)
+    g, gl, c, cl = pipe.run()
+    gl = gl.as_cpu() if hasattr(gl, "as_cpu") else gl
+    assert [gl.at(i).tolist() for i in range(len(xs))] == [
+        cl.at(i).tolist() for i in range(len(xs))
+    ]
+    check(g, c, atol=2e-3, rtol=1e-3)
+
+
 def run_both_multi(build, samples, arg=None):
     """Like ``run_both`` for operators with several outputs: (gpu outputs, cpu outputs)."""
     pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=0, seed=2)
