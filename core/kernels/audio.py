@@ -100,12 +100,15 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 
 _PLANS: collections.OrderedDict = collections.OrderedDict()
 _PLANS_LOCK = threading.Lock()
-MAX_FFT_PLANS = 16  # cuFFT plans kept (each holds its work area), least recently used dropped
+# cuFFT plans kept (each holds its work area), the least recently used dropped: a run's batches
+# need a few (FFT buffer sizes: _audio/frames.py)
+MAX_FFT_PLANS = 8
 
 
 def rfft_plan(nfft: int, rows: int, device_id: int, stream_ptr: int):
     """A cuFFT R2C plan of ``rows`` transforms of ``nfft`` points, cached per device and stream
     (a plan's work area must not be shared by two streams at once); made on first use."""
+    import cupy
     from cupy.cuda import cufft
 
     key = (device_id, stream_ptr, nfft, rows)
@@ -114,7 +117,8 @@ def rfft_plan(nfft: int, rows: int, device_id: int, stream_ptr: int):
         if plan is not None:
             _PLANS.move_to_end(key)
             return plan
-    plan = cufft.Plan1d(nfft, cufft.CUFFT_R2C, rows)
+    with cupy.cuda.Device(device_id):
+        plan = cufft.Plan1d(nfft, cufft.CUFFT_R2C, rows)
     with _PLANS_LOCK:
         _PLANS[key] = plan
         while len(_PLANS) > MAX_FFT_PLANS:
@@ -137,10 +141,10 @@ def spectrogram_batch(
 ):
     """STFT power/magnitude spectra of 1-D float32 signals (any all-but-one-degenerate shape).
 
-    Three launches per batch, whatever its size: the windows of every sample into one
+    The same few launches per batch, whatever its size: the windows of every sample into one
     (rows, nfft) buffer (``_audio/frames.py``: rows rounded up to a few sizes per octave, the
-    padding rows zero), one batched cuFFT over all of them (a cached plan per row count), and
-    the power spectra written into each sample's output.
+    padding rows zeroed by a memset), one batched cuFFT over all of them (a cached plan per
+    row count), and the power spectra written into each sample's output.
 
     Args:
         inputs: the batch.
