@@ -4,15 +4,10 @@ Each sample's output has the shape ``shape`` (an int or a list; per-sample argum
 allowed), or the shape of the optional positional input, or else is a 0-d scalar. Their outputs
 usually feed argument inputs: ``fn.flip(images, horizontal=fn.random.coin_flip())``.
 
-On the GPU with a GPU input (whose samples' shapes set the output's: dither noise over audio,
-a mask over images), the numbers are made on the device, one launch per batch, from a seed per
-sample drawn in ``batch_params`` (``kernels/rng.cu``: a counter-based hash and Box-Muller):
-deterministic for a seed whatever the thread count, but not the CPU operator's numbers, as in
-DALI (cuRAND on the GPU). Drawing millions of numbers per batch on the host took ~100 ms of the
-GPU stage's thread per batch in DeepLearningExamples' Jasper pipeline. Without a GPU input
-(``device="gpu"`` with a static or argument-input shape, or a scalar) the same numbers as on the
-CPU are drawn on the host and the batch is uploaded in one copy, so a seed gives the same values
-on either device. Types the kernel does not write (BOOL, 64-bit integers) take the host path.
+On the GPU (``device="gpu"``, or a GPU input whose samples' shapes set the output's) the same
+numbers are drawn on the host and the batch is uploaded in one copy, so a seed gives the same
+values on either device. (DALI draws them with cuRAND on the GPU; its values differ from its
+own CPU operators'.)
 
 Determinism: every random number is drawn in ``batch_params`` from ``self.rng``, sequentially,
 so a given seed gives the same batches whatever ``num_threads`` is. When the shape is known up
@@ -42,17 +37,6 @@ def _shape_tuple(shape, who: str) -> tuple[int, ...]:
     if arr.dtype.kind == "f" and not np.all(arr == np.floor(arr)):
         raise ArgumentError(f"{who}: shape={shape!r} must hold whole numbers")
     return tuple(int(v) for v in arr)
-
-
-def _on_device(batch) -> bool:
-    """Whether a GPU operator's input batch is on the device (not a CPU batch)."""
-    import cupy
-
-    from ..tensors_gpu import SampleList, TensorListGPU
-
-    if isinstance(batch, (SampleList, TensorListGPU, cupy.ndarray)):
-        return True
-    return len(batch) > 0 and all(isinstance(x, cupy.ndarray) for x in batch)
 
 
 def _scalar(v) -> float:
@@ -119,33 +103,13 @@ class _RandomBase(Operator):
         return self._draw(np.random.default_rng(seed), shape)
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: shaped by a GPU input, the numbers are made on the device in one launch from
-        per-sample seeds drawn in ``batch_params`` (``kernels/rng.cu``; as in DALI, they are
-        not the CPU operator's numbers); otherwise they are drawn on the host exactly as on
-        the CPU (from the same ``batch_params``, so a seed gives the same batches on either
-        device) and the batch is uploaded in one copy."""
+        """GPU: the numbers are drawn on the host exactly as on the CPU (from the same
+        ``batch_params``, so a seed gives the same batches on either device) and the batch is
+        uploaded in one copy; a GPU input only lends its samples' shapes."""
         from types import SimpleNamespace
 
-        from ..kernels.rng import OUT_TYPES, random_fill_batch
         from ._copy import CopyToGpu
 
-        if inputs and self.dtype in OUT_TYPES and _on_device(inputs[0]):
-            from ..kernels._batch import as_samples
-
-            s = as_samples(inputs[0])
-            mode, a, b, values = self._device_params(args, len(s))
-            seeds = np.array([p[1] for p in params], np.int64)
-            return random_fill_batch(
-                s.shapes,
-                self.dtype,
-                mode,
-                seeds,
-                a,
-                b,
-                values,
-                device_id=s.device_id,
-                stream=stream,
-            )
         if getattr(self, "_uploader", None) is None:
             self._uploader = CopyToGpu(device="mixed")
         n = len(params)
@@ -198,15 +162,6 @@ class CoinFlip(_RandomBase):
             raise ArgumentError(f"{self.schema}: probability={p!r} must be a number in [0, 1]")
         return float(p)
 
-    def _device_params(self, args, n):
-        p = [
-            self._check_p(_scalar(args["probability"][i]))
-            if "probability" in args
-            else self.probability
-            for i in range(n)
-        ]
-        return "coin_flip", np.asarray(p, np.float64), np.zeros(n), None
-
     def run_sample(self, inputs, args, param):
         p = (
             self.probability
@@ -256,21 +211,6 @@ class Uniform(_RandomBase):
         if arr.size == 0:
             raise ArgumentError(f"{self.schema}: values={v!r} must not be empty")
         return arr
-
-    def _device_params(self, args, n):
-        if ("range" in args or self._range_given) and ("values" in args or self.values is not None):
-            raise ArgumentError(f"{self.schema}: range and values cannot be given together")
-        if ("values" in args or self.values is not None) and "range" not in args:
-            values = [
-                self._check_values(args["values"][i]) if "values" in args else self.values
-                for i in range(n)
-            ]
-            return "values", np.zeros(n), np.zeros(n), values
-        ranges = [
-            self._check_range(args["range"][i]) if "range" in args else self.range for i in range(n)
-        ]
-        lo_hi = np.array(ranges, np.float64).reshape(n, 2)
-        return "uniform", lo_hi[:, 0].copy(), lo_hi[:, 1].copy(), None
 
     def run_sample(self, inputs, args, param):
         if ("range" in args or self._range_given) and ("values" in args or self.values is not None):
@@ -322,14 +262,6 @@ class Normal(_RandomBase):
         if np.ndim(s) or not float(s) >= 0:
             raise ArgumentError(f"{self.schema}: stddev={s!r} must be a number >= 0")
         return float(s)
-
-    def _device_params(self, args, n):
-        mean = [_scalar(args["mean"][i]) if "mean" in args else self.mean for i in range(n)]
-        std = [
-            self._check_std(_scalar(args["stddev"][i])) if "stddev" in args else self.stddev
-            for i in range(n)
-        ]
-        return "normal", np.asarray(mean, np.float64), np.asarray(std, np.float64), None
 
     def run_sample(self, inputs, args, param):
         z = self._sample_base(inputs, args, param)

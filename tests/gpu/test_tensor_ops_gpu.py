@@ -349,7 +349,6 @@ def test_random_gpu_draws_what_the_cpu_draws(name, kw):
 
 
 def test_random_normal_takes_the_shape_of_a_gpu_input():
-    # made on the device (kernels/rng.cu; values: tests/gpu/test_random_gpu.py), not the CPU's
     batch = ragged(24, channels=3)
     pairs = _random_pair(
         lambda d: fn.random.normal(d, seed=3),
@@ -358,10 +357,9 @@ def test_random_normal_takes_the_shape_of_a_gpu_input():
         inputs=batch,
     )
     for g, c in pairs:
-        assert g.shape() == [x.shape for x in batch] == c.shape()
-        assert g.dtype == c.dtype
-        z = np.concatenate([g.at(i).reshape(-1) for i in range(len(g))])
-        assert abs(z.mean()) < 0.3 and abs(z.std() - 1) < 0.2  # ~375 numbers: 6 sigma
+        assert g.shape() == [x.shape for x in batch]
+        for i in range(len(c)):
+            np.testing.assert_array_equal(g.at(i), c.at(i))
 
 
 # --- readers.numpy(device="gpu") ----------------------------------------------------------------
