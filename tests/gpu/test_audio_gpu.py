@@ -75,6 +75,62 @@ def test_spectrogram(kw):
     check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
 
 
+def run_batches(build, batches, layout=None):
+    """``build(node)`` on the GPU copy and on the CPU input over several batches (the external
+    source gives ``batches`` in turn, each of its own size): [(gpu, cpu), ...]."""
+    it = iter(batches)
+    pipe = Pipeline(batch_size=max(len(b) for b in batches), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(next(it)), layout=layout)
+        pipe.set_outputs(build(x.gpu()), build(x))
+    out = [pipe.run() for _ in batches]
+    pipe.close()
+    return out
+
+
+def test_spectrogram_batches_of_very_different_lengths():
+    """Lengths from one window to 10 s in one batch, then batches whose frame totals fall in
+    the same FFT buffer size (a cached plan reused) and in other sizes, some smaller than the
+    16-row minimum: every sample equals the CPU's, whatever its neighbours."""
+    from dlpipe._audio.frames import fft_rows
+
+    kw = dict(nfft=512, window_length=320, window_step=160)
+    batches = [
+        signals((320, 160000, 17, 3000, 48000, 1)),
+        signals((160000, 3000, 320, 17, 48000, 2), seed=1),  # the same total: the same plan
+        signals((150000, 2900, 300, 17, 48000, 5), seed=2),  # fewer frames, same buffer size
+        signals((40,), seed=3),  # one small sample: the 16-row minimum
+        signals((16000,) * 3 + (8000,), seed=4),
+    ]
+    totals = [sum(len(x) // 160 + 1 for x in b) for b in batches]
+    assert fft_rows(totals[0]) == fft_rows(totals[2]) and totals[2] < totals[0]
+    for g, c in run_batches(lambda x: fn.spectrogram(x, **kw), batches):
+        check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+
+
+def test_spectrogram_fft_plans_are_cached_per_buffer_size():
+    from dlpipe.kernels import audio as kaudio
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    a = kaudio.rfft_plan(512, 24576, 0, stream.ptr)
+    assert kaudio.rfft_plan(512, 24576, 0, stream.ptr) is a
+    assert kaudio.rfft_plan(512, 28672, 0, stream.ptr) is not a
+    assert kaudio.rfft_plan(512, 24576, 0, cupy.cuda.Stream(non_blocking=True).ptr) is not a
+    for rows in range(16, 16 + 2 * kaudio.MAX_FFT_PLANS):  # least recently used go first
+        kaudio.rfft_plan(64, rows, 0, stream.ptr)
+    assert len(kaudio._PLANS) == kaudio.MAX_FFT_PLANS
+    assert kaudio.rfft_plan(512, 24576, 0, stream.ptr) is not a
+
+
+def test_spectrogram_of_one_degenerate_axis_on_the_gpu():
+    xs = signals((900, 1733, 2400))
+    g, c = run_both(lambda x: fn.spectrogram(x, window_length=256, window_step=64), xs)
+    check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+    rows = [x.reshape(1, -1) for x in xs]
+    g, c = run_both(lambda x: fn.spectrogram(x, window_length=256, window_step=64), rows)
+    check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+
+
 @pytest.mark.parametrize(
     "kw,layout",
     [
@@ -161,6 +217,82 @@ def test_chain_like_jasper():
 
     g, c = run_both(chain, signals((16000, 9000, 12345)))
     check(g, c, atol=2e-3, rtol=1e-4)
+
+
+def test_jasper_feature_chain_on_the_gpu_is_the_cpu_chain():
+    """DeepLearningExamples' Jasper features (common/dali/pipeline.py, GPU branch without the
+    dither) on a batch of very different lengths, trimmed on the CPU, against the same chain on
+    the CPU: preemphasis, spectrogram, mel, log, lengths, per-feature normalize, pad to 16."""
+    rng = np.random.default_rng(11)
+    xs = []
+    for n in (16000, 400, 160000, 3210, 48000):
+        x = np.zeros(n + 2000, np.float32)
+        x[1000 : 1000 + n] = signals((n,), seed=n)[0] * rng.uniform(0.2, 1.0)
+        xs.append(x)
+
+    def features(audio):
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+        mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True)
+        log = fn.to_decibels(mel, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(1e-20))
+        lengths = fn.shapes(log)
+        log = fn.normalize(log, axes=[1])
+        return fn.pad(log, axes=[1], fill_value=0, align=16), lengths
+
+    pipe = Pipeline(batch_size=len(xs), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        audio = fn.external_source(source=lambda: list(xs))
+        begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+        audio = fn.slice(audio, begin, length, axes=[0])
+        g, gl = features(audio.gpu())
+        c, cl = features(audio)
+        pipe.set_outputs(g, gl, c, cl)
+    for _ in range(2):
+        g, gl, c, cl = pipe.run()
+        gl = gl.as_cpu() if hasattr(gl, "as_cpu") else gl
+        assert [gl.at(i).tolist() for i in range(len(xs))] == [
+            cl.at(i).tolist() for i in range(len(xs))
+        ]
+        widths = [int(cl.at(i)[1]) for i in range(len(xs))]
+        assert g.as_cpu().at(0).shape == (64, -(-max(widths) // 16) * 16)
+        # normalized log-mel: the CPU's to float32 rounding of the spectra and the variance
+        check(g, c, atol=2e-3, rtol=1e-3)
+
+
+def test_nemo_feature_chain_on_the_gpu_is_the_cpu_chain():
+    """NeMo's AudioToCharDALIDataset features (audio_to_text_dali.py, without the dither):
+    slice on the GPU with CPU anchors, preemphasis with a zero border, a given window, mel with
+    a frequency range, the log guard, normalize with epsilon and ddof=1, lengths sliced from
+    the shapes, and pad to 16 features and the longest sample."""
+    xs = signals((16000, 700, 90000, 5000), seed=5)
+    window = list(np.hanning(400).astype(np.float32))
+
+    def features(audio, begin, length):
+        audio = fn.slice(audio, begin, length, normalized_anchor=False, axes=[0])
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97, border="zero")
+        spec = fn.spectrogram(audio, nfft=512, window_length=400, window_step=160, window_fn=window)
+        spec = fn.mel_filter_bank(
+            spec, sample_rate=16000, nfilter=64, normalize=True, freq_low=0, freq_high=8000
+        )
+        spec = spec + 2**-24
+        spec = fn.to_decibels(spec, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(2**-24))
+        spec = fn.normalize(spec, axes=[1], epsilon=1e-5**2, ddof=1)
+        spec_len = fn.slice(fn.shapes(spec), 1, 1, axes=(0,))
+        return fn.pad(spec, fill_value=0, axes=(0, 1), align=(16, 1), shape=(1, -1)), spec_len
+
+    pipe = Pipeline(batch_size=len(xs), num_threads=2, device_id=0, seed=2)
+    with pipe:
+        audio = fn.external_source(source=lambda: list(xs))
+        begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+        g, gl = features(audio.gpu(), begin, length)
+        c, cl = features(audio, begin, length)
+        pipe.set_outputs(g, gl, c, cl)
+    g, gl, c, cl = pipe.run()
+    gl = gl.as_cpu() if hasattr(gl, "as_cpu") else gl
+    assert [gl.at(i).tolist() for i in range(len(xs))] == [
+        cl.at(i).tolist() for i in range(len(xs))
+    ]
+    check(g, c, atol=2e-3, rtol=1e-3)
 
 
 def run_both_multi(build, samples, arg=None):
