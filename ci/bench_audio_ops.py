@@ -1,8 +1,7 @@
-"""The audio chain operator by operator, DALI against dlpipe, on the same utterances.
+"""The CPU audio chain operator by operator, DALI against dlpipe, on the same utterances.
 
     python3 ci/bench_audio_ops.py [--data /tmp/dlpipe-bench/speech] [--n 32] [--iters 3]
         [--libs dali,dlpipe] [--only spectrogram,mel_filter_bank] [--reps 3] [--threads 1]
-        [--device cpu|gpu]
 
 Each operator of the Jasper / NeMo host pipelines runs alone in a pipeline of one CPU thread
 (``num_threads=1``; ``--threads`` to change it; ``device_id=None``) fed by
@@ -17,13 +16,6 @@ files. Both libraries run in a child process each (one at a time) so they do not
 Prints a table: operator, DALI us/utt, dlpipe us/utt, dlpipe / DALI; with ``--reps N`` the
 children run N times each, alternating, and each pipeline's time is its minimum over them (a
 shared machine's noise only ever adds time) before the two are subtracted.
-
-``--device gpu`` times the GPU chain as DeepLearningExamples' Jasper and NeMo run it: the
-stage's input is copied to the GPU (``.gpu()``, in both pipelines, so the copy is subtracted)
-and the operator runs there (``device_id=0``; the decoders and the reader are CPU-only and are
-left out). The table then gives the host CPU microseconds per utterance (what the library's
-Python and launches cost) and, in a second table, the wall milliseconds per batch of the
-operator (each ``run()`` followed by a device synchronisation), both as differences.
 """
 
 from __future__ import annotations
@@ -140,23 +132,16 @@ def _inputs(files: list[str]) -> dict:
     )
 
 
-CPU_ONLY = ("decode", "decode+resample", "nemo_reader")
-
-
-def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1, device: str = "cpu"):
-    """(pipeline with the operator, pipeline without it), both fed the same batch each run;
-    with ``device="gpu"`` the input goes to the GPU first and the operator runs there."""
+def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1):
+    """(pipeline with the operator, pipeline without it), both fed the same batch each run."""
     fn, types, pipeline_def = lib.fn, lib.types, lib.pipeline_def
-    device_id = 0 if device == "gpu" else None
 
     def src(key):
         batch = inp[key]
         return fn.external_source(source=lambda: batch, batch=True, no_copy=True)
 
     def build(with_op: bool):
-        @pipeline_def(
-            batch_size=n, num_threads=threads, device_id=device_id, prefetch_queue_depth=1
-        )
+        @pipeline_def(batch_size=n, num_threads=threads, device_id=None, prefetch_queue_depth=1)
         def pipe():
             if op == "nemo_reader":
                 manifest = inp["manifest"]
@@ -186,8 +171,6 @@ def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1, device: str = 
                 "pad_nemo": "db",
             }.get(op, "audio")
             x = src(key)
-            if device == "gpu":
-                x = x.gpu()
             extra = {}
             if op == "decode+resample":
                 extra["rate"] = src("rates")
@@ -241,20 +224,14 @@ def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1, device: str = 
     return build(True), build(False)
 
 
-def _cpu_per_run(p, iters: int, sync=None) -> tuple[float, float]:
-    """(best CPU seconds, best wall seconds) of one ``run()`` (then ``sync()`` when given)."""
+def _cpu_per_run(p, iters: int) -> float:
     p.run()  # warm up (caches, first-run checks)
-    if sync:
-        sync()
-    best, best_wall = math.inf, math.inf
+    best = math.inf
     for _ in range(iters):
-        t0, w0 = time.process_time(), time.perf_counter()
+        t0 = time.process_time()
         p.run()
-        if sync:
-            sync()
         best = min(best, time.process_time() - t0)
-        best_wall = min(best_wall, time.perf_counter() - w0)
-    return best, best_wall
+    return best
 
 
 def child(args) -> None:
@@ -271,20 +248,13 @@ def child(args) -> None:
             f.write(json.dumps({"audio_filepath": path, "duration": a.size / SR, "text": "a"}))
             f.write("\n")
     inp["manifest"] = man
-    sync = None
-    if args.device == "gpu":
-        import cupy
-
-        sync = cupy.cuda.runtime.deviceSynchronize
+    res = {}
     for op in args.only:
-        if args.device == "gpu" and op in CPU_ONLY:
-            continue
-        with_op, without = _pipelines(lib, op, inp, args.n, args.threads, args.device)
-        c1, w1 = _cpu_per_run(with_op, args.iters, sync)
-        c0, w0 = _cpu_per_run(without, args.iters, sync)
-        r = {"op": op, "lib": args.lib, "with": c1 / args.n * 1e6, "without": c0 / args.n * 1e6}
-        r.update(wall_with=w1 * 1e3, wall_without=w0 * 1e3)
-        print(json.dumps(r), flush=True)
+        with_op, without = _pipelines(lib, op, inp, args.n, args.threads)
+        t1 = _cpu_per_run(with_op, args.iters) / args.n * 1e6
+        t0 = _cpu_per_run(without, args.iters) / args.n * 1e6
+        res[op] = t1 - t0
+        print(json.dumps({"op": op, "lib": args.lib, "with": t1, "without": t0}), flush=True)
 
 
 def main() -> None:
@@ -296,7 +266,6 @@ def main() -> None:
     ap.add_argument("--libs", default="dali,dlpipe")
     ap.add_argument("--reps", type=int, default=1, help="child runs per library (alternating); min")
     ap.add_argument("--only", default=",".join(OPS))
-    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.only = args.only.split(",")
@@ -308,7 +277,7 @@ def main() -> None:
         for lib in args.libs.split(","):
             cmd = [sys.executable, __file__, "--lib", lib, "--data", args.data]
             cmd += ["--n", str(args.n), "--iters", str(args.iters), "--only", ",".join(args.only)]
-            cmd += ["--threads", str(args.threads), "--device", args.device]
+            cmd += ["--threads", str(args.threads)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if out.returncode:
                 print(out.stderr[-3000:], file=sys.stderr)
@@ -316,34 +285,23 @@ def main() -> None:
                 if line.startswith("{"):
                     r = json.loads(line)
                     row = table.setdefault(r["op"], {})
-                    for k in ("with", "without", "wall_with", "wall_without"):
+                    for k in ("with", "without"):
                         key = (r["lib"], k)
                         row[key] = min(row.get(key, math.inf), r[k])
+    for row in table.values():
+        for lib in args.libs.split(","):
+            if (lib, "with") in row:
+                row[lib] = row[lib, "with"] - row[lib, "without"]
     libs = args.libs.split(",")
-    _print_table(table, libs, args.only, "", "us/utt", "{:,.0f}")
-    if args.device == "gpu":
-        print()
-        _print_table(table, libs, args.only, "wall_", "ms/batch", "{:,.2f}")
-
-
-def _print_table(table: dict, libs: list, ops: list, prefix: str, unit: str, fmt: str) -> None:
-    """One markdown table of ``table[op][(lib, prefix + "with" / "without")]`` differences."""
-    print("| operator | " + " | ".join(f"{lib} {unit}" for lib in libs) + " | ratio |")
+    print("| operator | " + " | ".join(f"{lib} us/utt" for lib in libs) + " | ratio |")
     print("|---|" + "---:|" * (len(libs) + 1))
-    for op in ops:
+    for op in args.only:
         row = table.get(op, {})
-        vals = [
-            row[lib, prefix + "with"] - row[lib, prefix + "without"]
-            if (lib, prefix + "with") in row
-            else None
-            for lib in libs
-        ]
-        if all(v is None for v in vals):
-            continue
+        vals = [row.get(lib) for lib in libs]
         ratio = ""
         if len(libs) == 2 and all(v is not None and v > 0 for v in vals):
             ratio = f"{vals[1] / vals[0]:.2f}"
-        cells = " | ".join("-" if v is None else fmt.format(v) for v in vals)
+        cells = " | ".join("-" if v is None else f"{v:,.0f}" for v in vals)
         print(f"| {op} | {cells} | {ratio} |")
 
 

@@ -8,13 +8,10 @@ The operators do the host-side checks and shape arithmetic and pass plain values
 
 from __future__ import annotations
 
-import collections
 import functools
-import threading
 
 import numpy as np
 
-from .._audio.frames import fft_rows, frame_offsets
 from . import ctype, get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples
 
@@ -98,34 +95,6 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 # --- spectrogram -----------------------------------------------------------------------------
 
 
-_PLANS: collections.OrderedDict = collections.OrderedDict()
-_PLANS_LOCK = threading.Lock()
-# cuFFT plans kept (each holds its work area), the least recently used dropped: a run's batches
-# need a few (FFT buffer sizes: _audio/frames.py)
-MAX_FFT_PLANS = 8
-
-
-def rfft_plan(nfft: int, rows: int, device_id: int, stream_ptr: int):
-    """A cuFFT R2C plan of ``rows`` transforms of ``nfft`` points, cached per device and stream
-    (a plan's work area must not be shared by two streams at once); made on first use."""
-    import cupy
-    from cupy.cuda import cufft
-
-    key = (device_id, stream_ptr, nfft, rows)
-    with _PLANS_LOCK:
-        plan = _PLANS.get(key)
-        if plan is not None:
-            _PLANS.move_to_end(key)
-            return plan
-    with cupy.cuda.Device(device_id):
-        plan = cufft.Plan1d(nfft, cufft.CUFFT_R2C, rows)
-    with _PLANS_LOCK:
-        _PLANS[key] = plan
-        while len(_PLANS) > MAX_FFT_PLANS:
-            _PLANS.popitem(last=False)
-    return plan
-
-
 @stream_scoped
 def spectrogram_batch(
     inputs,
@@ -140,11 +109,6 @@ def spectrogram_batch(
     stream=None,
 ):
     """STFT power/magnitude spectra of 1-D float32 signals (any all-but-one-degenerate shape).
-
-    The same few launches per batch, whatever its size: the windows of every sample into one
-    (rows, nfft) buffer (``_audio/frames.py``: rows rounded up to a few sizes per octave, the
-    padding rows zeroed by a memset), one batched cuFFT over all of them (a cached plan per
-    row count), and the power spectra written into each sample's output.
 
     Args:
         inputs: the batch.
@@ -167,11 +131,10 @@ def spectrogram_batch(
     out = alloc_batch(shapes.reshape(n, 2), np.float32, s.device_id)
     if n == 0:
         return out
-    first, total = frame_offsets(nwins)
-    rows = fft_rows(total)
-    frames = cupy.empty((rows, nfft), np.float32)
-    if rows > total:
-        frames[total:].fill(0)  # the padding rows (a memset): transformed, never read
+    first = np.zeros(n, np.int64)
+    first[1:] = np.cumsum(nwins)[:-1]
+    total = int(nwins.sum())
+    frames = cupy.empty((total, nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins
@@ -193,9 +156,7 @@ def spectrogram_batch(
         ),
         stream=stream,
     )
-    stream_ptr = stream.ptr if stream is not None else cupy.cuda.get_current_stream().ptr
-    with rfft_plan(nfft, rows, s.device_id, stream_ptr):
-        spec = cupy.fft.rfft(frames, axis=1)  # complex64 (rows, nbins): one batched cuFFT
+    spec = cupy.fft.rfft(frames, axis=1).astype(np.complex64, copy=False)  # one batched cuFFT
     o = np.zeros(n, SPEC_DESC)
     o["out_ptr"], o["first_frame"], o["nwin"] = out.ptrs.view(np.int64), first, nwins
     k = get_function("audio.cu", "spectrum_out", s.device_id)

@@ -18,15 +18,8 @@ import numpy as np
 from ..errors import ArgumentError
 
 
-def kept_shapes(shapes, axes) -> tuple[np.ndarray, np.ndarray]:
-    """(statistics shapes, elements per statistic) of a batch of ``shapes`` (N, ndim) reduced
-    over ``axes``: the shapes with the reduced extents set to 1, and the product of the
-    reduced extents (1 when none is reduced), both int64."""
-    shapes = np.asarray(shapes, np.int64)
-    reduced = np.isin(np.arange(shapes.shape[1]), list(axes))
-    keep = np.where(reduced, 1, shapes)
-    counts = np.where(reduced, shapes, 1).prod(axis=1) if len(shapes) else np.ones(0, np.int64)
-    return keep.astype(np.int64), counts.astype(np.int64)
+def _keep_shape(shape, axes) -> tuple[int, ...]:
+    return tuple(1 if d in axes else int(e) for d, e in enumerate(shape))
 
 
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
@@ -35,17 +28,6 @@ def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
     if v is None:
         return None
     return np.asarray(v, np.float32).reshape(v.shape if v.ndim else (1,) * len(shape))
-
-
-def _host_params(op, args: dict, name: str, shapes: np.ndarray) -> list:
-    """``mean`` or ``stddev`` of every sample (None when computed), as float32 arrays of the
-    samples' rank; a static None or scalar is checked once, not per sample."""
-    n, ndim = shapes.shape
-    static = getattr(op, name)
-    if name not in args and (static is None or static.ndim == 0):
-        v = None if static is None else np.asarray(static, np.float32).reshape((1,) * ndim)
-        return [v] * n
-    return [_host_param(op, {k: a[i] for k, a in args.items()}, name, shapes[i]) for i in range(n)]
 
 
 def normalize_gpu(op, samples, args: dict, stream):
@@ -63,8 +45,14 @@ def normalize_gpu(op, samples, args: dict, stream):
     if n == 0:
         return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
     ndim = s.shapes.shape[1]
-    means = _host_params(op, args, "mean", s.shapes)
-    devs = _host_params(op, args, "stddev", s.shapes)
+    uniform = not args and s.is_uniform()
+    if uniform:  # no per-sample arguments, one shape: the same parameters for every sample
+        means = [_host_param(op, {}, "mean", s.shapes[0])] * n
+        devs = [_host_param(op, {}, "stddev", s.shapes[0])] * n
+    else:
+        per = [{k: v[i] for k, v in args.items()} for i in range(n)]
+        means = [_host_param(op, per[i], "mean", s.shapes[i]) for i in range(n)]
+        devs = [_host_param(op, per[i], "stddev", s.shapes[i]) for i in range(n)]
     if op.batch:
         axes = op._reduced_axes(ndim, ())
         kept = [d for d in range(ndim) if d not in axes]
@@ -75,7 +63,14 @@ def normalize_gpu(op, samples, args: dict, stream):
             )
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
-    keep, counts = kept_shapes(s.shapes, axes)
+    if uniform:
+        keep = np.tile(np.array(_keep_shape(s.shapes[0], axes), np.int64), (n, 1))
+        counts = np.full(n, int(np.prod(s.shapes[0][list(axes)])) if axes else 1, np.int64)
+    else:
+        keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
+        counts = np.array(
+            [int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64
+        )
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
@@ -92,7 +87,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             mean_batch = reduce_batch(s, axes, "mean", np.float32, keep, norms, 0.0, stream=stream)
             mean_ptrs, mean_shapes = mean_batch.ptrs, keep
     else:
-        mean_buf, mean_ptrs, mean_shapes = _upload(means, n, stream)
+        mean_buf, mean_ptrs, mean_shapes = _upload(means, uniform, n, stream)
         mean_batch = None
 
     # --- the deviation ---------------------------------------------------------------------------
@@ -124,7 +119,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             dev_ptrs = sumsq.ptrs
     else:
         dev_is_sumsq = False
-        dev_buf, dev_ptrs, dev_shapes = _upload(devs, n, stream)
+        dev_buf, dev_ptrs, dev_shapes = _upload(devs, uniform, n, stream)
 
     out = normalize_apply_batch(
         s,
@@ -149,12 +144,12 @@ def normalize_gpu(op, samples, args: dict, stream):
     return out
 
 
-def _upload(params: list, n: int, stream) -> tuple:
+def _upload(params: list, uniform: bool, n: int, stream) -> tuple:
     """Per-sample float32 parameters in one device buffer: (buffer, addresses, shapes); one
-    copy pointed at by every sample when they are all the same array (a static argument)."""
+    copy pointed at by every sample when they are all the same (``uniform``)."""
     from ..kernels.normalize import upload_params
 
-    if all(p is params[0] for p in params):
+    if uniform:
         buf, ptrs = upload_params(params[:1], np.float32, stream)
         return buf, np.full(n, ptrs[0], np.uint64), np.tile(params[0].shape, (n, 1))
     buf, ptrs = upload_params(params, np.float32, stream)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._audio.fft import rfft_rows
-from .._audio.frames import signal_lengths, window_counts
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ._audio_args import int_arg
@@ -135,20 +134,6 @@ class Spectrogram(Operator):
             )
         return nwin
 
-    def batch_windows(self, shapes) -> np.ndarray:
-        """The windows of every sample of a batch of ``shapes`` (N, ndim), int64 (N,); the
-        errors of :func:`signal_1d` and :meth:`nwindows` for the first sample that has one."""
-        shapes = np.asarray(shapes, np.int64)
-        lengths = signal_lengths(shapes)
-        if lengths is None:  # the first offending sample's error
-            for shape in shapes:
-                signal_1d(np.empty(tuple(shape), np.bool_), self.schema)
-        nwins = window_counts(lengths, self.window_length, self.window_step, self.centered)
-        bad = np.flatnonzero((nwins <= 0) | (lengths == 0))
-        if len(bad):
-            self.nwindows(int(lengths[bad[0]]))  # raises
-        return nwins
-
     def frame_indices(self, length: int) -> tuple[np.ndarray, np.ndarray | None]:
         """(indices, valid) of every window's samples, (windows, window_length); ``valid`` is
         None when every index is inside the signal (or reflected into it)."""
@@ -209,7 +194,10 @@ class Spectrogram(Operator):
         s = contiguous(inputs[0])
         if len(s) and s.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")
-        nwins = self.batch_windows(s.shapes)
+        nwins = []
+        for shape in s.shape_list():
+            length = signal_1d(np.empty(shape, np.bool_), self.schema).size
+            nwins.append(self.nwindows(length))
         return spectrogram_batch(
             s,
             nwins,

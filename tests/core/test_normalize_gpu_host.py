@@ -1,58 +1,82 @@
-"""Host-side bookkeeping of ``fn.normalize`` on the GPU (``operators/_normalize_gpu.py``),
-checkable without a GPU: statistics shapes and counts, and the per-sample parameters."""
+"""The host side of GPU normalize: broadcast strides and descriptors, run through a numpy model
+of ``normalize_apply`` (normalize.cu) against the CPU operator."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dlpipe.errors import ArgumentError
-from dlpipe.operators._normalize_gpu import _host_param, _host_params, kept_shapes
+from dlpipe.kernels.normalize import NORM_DESC, broadcast_strides, normalize_descriptors
 from dlpipe.operators.normalize import Normalize
 
 
-@pytest.mark.parametrize("axes", [(1,), (0,), (0, 1), (), (0, 2)])
-def test_kept_shapes(axes):
-    shapes = np.array([[64, 113, 2], [64, 16, 1], [3, 0, 5]])
-    keep, counts = kept_shapes(shapes, axes)
-    for i, sh in enumerate(shapes):
-        want = [1 if d in axes else int(e) for d, e in enumerate(sh)]
-        assert keep[i].tolist() == want
-        assert counts[i] == int(np.prod([sh[a] for a in axes])) if axes else counts[i] == 1
-    assert keep.dtype == counts.dtype == np.int64
-    keep, counts = kept_shapes(np.zeros((0, 2), np.int64), (1,))
-    assert keep.shape == (0, 2) and counts.shape == (0,)
+def test_broadcast_strides():
+    np.testing.assert_array_equal(
+        broadcast_strides([[1, 1, 3], [4, 5, 1], [2, 3, 4]]),
+        [[0, 0, 1], [5, 1, 0], [12, 4, 1]],
+    )
 
 
-def per_sample(op, args, name, shapes):
-    return [
-        _host_param(op, {k: a[i] for k, a in args.items()}, name, shapes[i])
-        for i in range(len(shapes))
-    ]
+def model(d, x, mean_flat, dev_flat, scale, shift, eps, ddof):
+    """What normalize_apply computes for one descriptor (float32 steps)."""
+    nd = int(d["ndim"])
+    shape = d["shape"][:nd]
+    out = np.empty(int(d["size"]), np.float32)
+    for i, c in enumerate(np.ndindex(*shape)):
+        c = np.array(c)
+        xv = np.float32(x.reshape(-1)[(c * d["in_strides"][:nd]).sum()])
+        m = mean_flat[(c * d["mean_strides"][:nd]).sum()]
+        sv = dev_flat[(c * d["dev_strides"][:nd]).sum()]
+        if d["dev_is_sumsq"]:
+            if d["count"] > ddof:
+                var = np.float32(sv / (d["count"] - ddof))
+            else:
+                var = np.float32(0)
+            var = np.float32(var + np.float32(eps))
+            inv = np.float32(0) if var == 0 else np.float32(np.float32(scale) / np.sqrt(var))
+        else:
+            inv = np.float32(np.float32(scale) / sv) if sv != 0 else np.float32(0)
+        y = np.float32(np.float32(xv - m) * inv)
+        out[i] = np.float32(y + np.float32(shift)) if shift else y
+    return out.reshape(shape)
 
 
-@pytest.mark.parametrize(
-    "kw, args",
-    [
-        (dict(axes=[1]), {}),
-        (dict(mean=2.0, stddev=3.0), {}),
-        (dict(mean=[[1.0], [2.0]]), {}),
-        (dict(axes=[1]), {"mean": [np.float32(1), np.float32(-2)]}),
-        (dict(stddev=4.0), {"mean": [np.ones((2, 1), np.float32), np.zeros((2, 1), np.float32)]}),
-    ],
-)
-def test_host_params_are_the_per_sample_ones(kw, args):
-    op = Normalize(**kw)
-    shapes = np.array([[2, 7], [2, 3]])
-    for name in ("mean", "stddev"):
-        got = _host_params(op, args, name, shapes)
-        want = per_sample(op, args, name, shapes)
-        assert len(got) == len(want) == 2
-        for g, w in zip(got, want, strict=True):
-            assert (g is None and w is None) or (g.dtype == w.dtype and np.array_equal(g, w))
+@pytest.mark.parametrize("axes", [(0, 1), (2,), (0, 1, 2)])
+def test_computed_statistics_match_the_cpu_operator(axes):
+    rng = np.random.default_rng(len(axes))
+    x = rng.integers(0, 255, (4, 5, 3)).astype(np.uint8)
+    op = Normalize(axes=list(axes), scale=2.0, shift=1.0, epsilon=0.5, ddof=1)
+    op.output_layouts(["HWC"])
+    want = op.run_sample((x,), {}, None)
+    keep = tuple(1 if d in axes else e for d, e in enumerate(x.shape))
+    mean = (
+        x.sum(axis=axes, keepdims=True, dtype=np.float64) / np.prod([x.shape[a] for a in axes])
+    ).astype(np.float32)
+    sumsq = ((x.astype(np.float64) - mean) ** 2).sum(axis=axes, keepdims=True)
+    d = normalize_descriptors(
+        [0],
+        [0],
+        [x.shape],
+        [[15, 3, 1]],
+        [0],
+        [keep],
+        [0],
+        [keep],
+        True,
+        [int(np.prod([x.shape[a] for a in axes]))],
+    )
+    assert d.dtype == NORM_DESC
+    got = model(d[0], x, mean.reshape(-1), sumsq.reshape(-1), 2.0, 1.0, 0.5, 1)
+    np.testing.assert_array_equal(got, want)
 
 
-def test_host_params_check_each_sample():
-    op = Normalize(mean=[[1.0, 2.0, 3.0]])
-    with pytest.raises(ArgumentError, match="does not broadcast"):
-        _host_params(op, {}, "mean", np.array([[4, 3], [4, 5]]))
+def test_given_scalar_mean_and_stddev():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    op = Normalize(mean=3.0, stddev=2.0)
+    op.output_layouts([""])
+    want = op.run_sample((x,), {}, None)
+    d = normalize_descriptors(
+        [0], [0], [x.shape], [[4, 1]], [0], [[1, 1]], [0], [[1, 1]], False, [12]
+    )
+    got = model(d[0], x, np.float32([3.0]), np.float32([2.0]), 1.0, 0.0, 0.0, 0)
+    np.testing.assert_array_equal(got, want)
