@@ -635,15 +635,29 @@ class RandomBBoxCrop(Operator):
         n = len(inputs[0])
         boxes_in = [np.asarray(b) for b in inputs[0]]
         labels_in = inputs[1] if self.has_labels else [None] * n
-        ndims, shapes = set(), []
-        for i in range(n):
-            try:
-                ndim = self._check(boxes_in[i], labels_in[i])
-                shapes.append(self._shapes({k: v[i] for k, v in args.items()}, ndim))
-            except Exception as e:
-                e.sample_index = i
-                raise
-            ndims.add(ndim)
+        kinds = {(b.dtype, b.ndim, b.shape[-1] if b.ndim else 0) for b in boxes_in}
+        mismatch = self.has_labels and any(
+            len(lab) != len(b) for lab, b in zip(labels_in, boxes_in, strict=True)
+        )
+        ndims, shapes = set(), [(None, None)] * n
+        if (
+            len(kinds) != 1
+            or mismatch
+            or next(iter(kinds)) not in ((F, 2, 4), (F, 2, 6))
+            or self.fixed_crop
+            or self.input_shape_given
+        ):  # one at a time: the shapes, or the error of the first sample that has one
+            shapes = []
+            for i in range(n):
+                try:
+                    ndim = self._check(boxes_in[i], labels_in[i])
+                    shapes.append(self._shapes({k: v[i] for k, v in args.items()}, ndim))
+                except Exception as e:
+                    e.sample_index = i
+                    raise
+                ndims.add(ndim)
+        elif n:
+            ndims.add(next(iter(kinds))[2] // 2)
         if len(ndims) != 1:  # 2-D and 3-D boxes in one batch: one sample at a time
             outs = per_sample(self.run_sample, inputs, args, params, n)
             return [[o[k] for o in outs] for k in range(self.num_outputs)]
