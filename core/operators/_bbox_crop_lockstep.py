@@ -5,9 +5,11 @@ calls on arrays of two values per random draw; even scored in batches
 (``_bbox_crop_search.py``), drawing the candidates one Python call at a time was most of the
 operator's host time. Here every sample takes its *n*-th option at the same step: one step
 draws the option and its candidates of all the unfinished samples, scores them and updates each
-sample's best window, in a few dozen numpy calls whatever the batch size. A batch takes as many
-steps as its slowest sample takes options (about 16 for a batch of 128 of SSD's crop, 3.4 on
-average).
+sample's best window, in about a hundred numpy calls whatever the batch size. SSD's crop takes
+3.4 options a sample on average, 16 for the slowest of a batch of 128: lockstep stops when only
+a sixteenth of the samples are left, and those go on one at a time (``_bbox_crop_search.py``),
+their generators advanced to where lockstep left them (a step costs as much for 3 samples as
+for 128).
 
 The draws are the generator's: each sample's generator gives its raw 64-bit stream
 (``random_raw``), read the way numpy's ``Generator`` reads it for the calls the search makes:

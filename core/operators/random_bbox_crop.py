@@ -630,7 +630,7 @@ class RandomBBoxCrop(Operator):
         return tuple(outs)
 
     def run_batch_cpu(self, inputs, args, params):
-        """The batch's windows (see ``_bbox_crop_search.py``): per sample, the outputs of
+        """The batch's windows (the module docstring tells how): per sample, the outputs of
         :meth:`run_sample` with the same seed; the anchors and shapes as (n, ndim) arrays."""
         n = len(inputs[0])
         boxes_in = [np.asarray(b) for b in inputs[0]]
