@@ -676,7 +676,8 @@ class RandomBBoxCrop(Operator):
         searches: list = [None] * n
         rest = active  # the samples the ordinary search ends
         if active and lockstep_covers(self):
-            found = lockstep(self, boxes, rngs, active, ndim, params)
+            inputs = [inp for _, inp in shapes]
+            found = lockstep(self, boxes, rngs, active, ndim, params, inputs)
             out.take_lockstep(np.asarray(active), found, counts)
             for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
                 self._warn_no_window(int(found.count[k]), float(found.best[k]))
@@ -684,7 +685,7 @@ class RandomBBoxCrop(Operator):
             for k, st in found.rest:
                 s = active[k]
                 if st is None:  # from the sample's first draw
-                    st = Search(np.random.default_rng(params[s]), None, None, first_round=2)
+                    st = Search(np.random.default_rng(params[s]), *shapes[s], first_round=2)
                 searches[s] = st
                 rest.append(s)
         else:
