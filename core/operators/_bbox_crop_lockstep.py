@@ -5,9 +5,11 @@ calls on arrays of two values per random draw; even scored in batches
 (``_bbox_crop_search.py``), drawing the candidates one Python call at a time was most of the
 operator's host time. Here every sample takes its *n*-th option at the same step: one step
 draws the option and its candidates of all the unfinished samples, scores them and updates each
-sample's best window, in a few dozen numpy calls whatever the batch size. A batch takes as many
-steps as its slowest sample takes options (about 16 for a batch of 128 of SSD's crop, 3.4 on
-average).
+sample's best window, in about a hundred numpy calls whatever the batch size. SSD's crop takes
+3.4 options a sample on average, 16 for the slowest of a batch of 128: lockstep stops when only
+a sixteenth of the samples are left, and those go on one at a time (``_bbox_crop_search.py``),
+their generators advanced to where lockstep left them (a step costs as much for 3 samples as
+for 128).
 
 The draws are the generator's: each sample's generator gives its raw 64-bit stream
 (``random_raw``), read the way numpy's ``Generator`` reads it for the calls the search makes:
@@ -22,7 +24,7 @@ The draws are the generator's: each sample's generator gives its raw 64-bit stre
 
 So the windows, the boxes kept and the warnings are those of the one-sample search (the tests
 compare them, seed for seed). Searches it does not cover (fixed windows, aspect ratios tying two
-extents, ``input_shape``, a window larger than the image) take ``_bbox_crop_search.py``.
+extents, a window larger than the image) take ``_bbox_crop_search.py``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ _HANDOFF = 16  # lockstep ends when no more than 1 / _HANDOFF of the samples are
 
 def covers(op) -> bool:
     """Whether :func:`lockstep` covers ``op``'s search (a relative window, from ``scaling`` and
-    ``aspect_ratio`` ranges that tie no extents)."""
-    return not op.fixed_crop and not op.input_shape_given and not op._ar_tied
+    ``aspect_ratio`` ranges that tie no extents, in pixels where ``input_shape`` is given)."""
+    return not op.fixed_crop and not op._ar_tied
 
 
 class _Streams:
@@ -83,10 +85,16 @@ class Found:
     __slots__ += ("keep", "rest")
 
 
-def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list) -> Found:
-    """The searches of ``samples`` (indices of ``gens``, ``params`` (their seeds) and of the
-    samples of ``boxes``), in lockstep; see :class:`Found`."""
+def lockstep(
+    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list, input_shapes=None
+) -> Found:
+    """The searches of ``samples`` (indices of ``gens``, ``params`` (their seeds), of
+    ``input_shapes`` (the image sizes in canonical order, where ``input_shape`` is given) and of
+    the samples of ``boxes``), in lockstep; see :class:`Found`."""
     n = len(samples)
+    pixels_of = None
+    if op.input_shape_given:
+        pixels_of = np.array([input_shapes[s] for s in samples], np.int64).astype(F)
     rows = np.arange(n)
     cols = np.arange(ndim)
     idx = np.asarray(samples, np.intp)
@@ -150,9 +158,14 @@ def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params
                 shape = shape.astype(F)
                 pos += live * ndim
                 cand = live
+                if pixels_of is not None:  # the aspect ratios of the window in pixels
+                    shape = shape * pixels_of
                 for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
                     ratio = shape[:, i] / shape[:, j]
                     cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
+                if pixels_of is not None:  # back to relative, where it fits in the image
+                    shape = shape / pixels_of
+                    cand = cand & ~(shape > 1).any(axis=1)
                 u = streams.dbl[rows[:, None], pos[:, None] + cols]
                 pos += cand * ndim
                 high = F(1) - shape
@@ -186,7 +199,7 @@ def lockstep(op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params
         if redo[k]:
             found.rest.append((k, None))
             continue
-        st = Search(None, None, None, 1)
+        st = Search(None, None, None if pixels_of is None else input_shapes[samples[k]], 1)
         st.success, st.count, st.best = bool(success[k]), int(count[k]), float(best[k])
         st.planned = st.count
         if has_result[k]:

@@ -630,7 +630,7 @@ class RandomBBoxCrop(Operator):
         return tuple(outs)
 
     def run_batch_cpu(self, inputs, args, params):
-        """The batch's windows (see ``_bbox_crop_search.py``): per sample, the outputs of
+        """The batch's windows (the module docstring tells how): per sample, the outputs of
         :meth:`run_sample` with the same seed; the anchors and shapes as (n, ndim) arrays."""
         n = len(inputs[0])
         boxes_in = [np.asarray(b) for b in inputs[0]]
@@ -676,7 +676,8 @@ class RandomBBoxCrop(Operator):
         searches: list = [None] * n
         rest = active  # the samples the ordinary search ends
         if active and lockstep_covers(self):
-            found = lockstep(self, boxes, rngs, active, ndim, params)
+            inputs = [inp for _, inp in shapes]
+            found = lockstep(self, boxes, rngs, active, ndim, params, inputs)
             out.take_lockstep(np.asarray(active), found, counts)
             for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
                 self._warn_no_window(int(found.count[k]), float(found.best[k]))
@@ -684,7 +685,7 @@ class RandomBBoxCrop(Operator):
             for k, st in found.rest:
                 s = active[k]
                 if st is None:  # from the sample's first draw
-                    st = Search(np.random.default_rng(params[s]), None, None, first_round=2)
+                    st = Search(np.random.default_rng(params[s]), *shapes[s], first_round=2)
                 searches[s] = st
                 rest.append(s)
         else:

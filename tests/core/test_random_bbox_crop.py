@@ -403,15 +403,16 @@ def test_batch_search_input_shape_and_errors():
     op = crop_op(aspect_ratio=[0.5, 2.0], thresholds=[0.0, 0.5], scaling=[0.3, 1.0])
     op._configure(shape_node=True)
     rng = np.random.default_rng(8)
-    boxes = [random_ltrb(rng, int(k)) for k in rng.integers(1, 6, 10)]
-    shapes = [np.asarray([w, h], np.int64) for w, h in rng.integers(50, 900, (10, 2))]
-    params = list(range(100, 110))
+    boxes = [random_ltrb(rng, int(k)) for k in rng.integers(0, 6, 40)]
+    shapes = [np.asarray([w, h], np.int64) for w, h in rng.integers(50, 900, (40, 2))]
+    params = list(range(100, 140))
     got = op.run_batch_cpu([boxes], {"input_shape": shapes}, params)
     for i, b in enumerate(boxes):
         want = op.run_sample((b,), {"input_shape": shapes[i]}, params[i])
         for k in range(3):
             assert np.array_equal(np.asarray(got[k][i]), want[k]), (i, k)
     bad = [b.copy() for b in boxes]
+    assert len(bad[4])
     bad[4][0, 2] = 1.5
     with pytest.raises(ArgumentError, match="out of bounds") as err:
         op.run_batch_cpu([bad], {"input_shape": shapes}, params)
@@ -475,8 +476,8 @@ def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
 
     real = mod.lockstep
 
-    def every_other(op, boxes, gens, samples, ndim, params):
-        found = real(op, boxes, gens, samples, ndim, params)
+    def every_other(op, boxes, gens, samples, ndim, params, input_shapes):
+        found = real(op, boxes, gens, samples, ndim, params, input_shapes)
         for k in range(1, len(samples), 2):
             if found.done[k]:
                 found.done[k] = False
