@@ -676,9 +676,8 @@ class RandomBBoxCrop(Operator):
         searches: list = [None] * n
         rest = active  # the samples the ordinary search ends
         if active and lockstep_covers(self):
-            inputs = [inp for _, inp in shapes]
-            found = lockstep(self, boxes, rngs, active, ndim, params, inputs)
-            out.take_lockstep(np.asarray(active), found, counts)
+            found = lockstep(self, boxes, rngs, active, ndim, params, shapes)
+            out.take_lockstep(np.asarray(active), found, counts, shapes)
             for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
                 self._warn_no_window(int(found.count[k]), float(found.best[k]))
             rest = []
@@ -735,15 +734,18 @@ class _Outcomes:
         self.remap = np.zeros(n, bool)
         self.mask = np.zeros((n, width), bool)
 
-    def take_lockstep(self, samples: np.ndarray, found, counts: list[int]) -> None:
+    def take_lockstep(self, samples: np.ndarray, found, counts: list[int], shapes) -> None:
         crop = found.done & ~found.no_crop & found.has_result
         s = samples[crop]
-        self.anchors[s] = self.wlo[s] = found.lo[crop]
-        self.ends[s] = self.whi[s] = found.hi[crop]
+        self.anchors[s], self.ends[s] = found.out_lo[crop], found.out_hi[crop]
+        self.wlo[s], self.whi[s] = found.lo[crop], found.hi[crop]
         self.remap[s] = True
         self.mask[s] = found.keep[crop][:, : self.mask.shape[1]]
-        whole = samples[found.done & ~crop]  # every box, unchanged
+        whole = samples[found.done & ~crop].tolist()  # every box, unchanged
         self.mask[whole] = np.arange(self.mask.shape[1]) < np.asarray(counts)[whole, None]
+        for i in whole:
+            if shapes[i][0] is not None:  # a fixed window: the image size in pixels
+                self.ends[i] = shapes[i][1].astype(F)
 
     def take_search(self, s, rel_lo, rel_hi, out_lo, out_hi, kept, count: int) -> None:
         self.anchors[s], self.ends[s] = out_lo, out_hi
