@@ -23,8 +23,10 @@ The draws are the generator's: each sample's generator gives its raw 64-bit stre
 * ``integers(1)`` draws nothing.
 
 So the windows, the boxes kept and the warnings are those of the one-sample search (the tests
-compare them, seed for seed). Searches it does not cover (aspect ratios tying two extents, a
-window larger than the image, integer draws over more than 32 bits) take
+compare them, seed for seed). ``permutation(ndim)`` (the order in which aspect ratios of one
+value tie the extents) is read as numpy's Fisher-Yates shuffle (see :func:`_tie`). A sample
+whose search needs a draw not read here (a rejected ``integers`` draw, an ``integers`` range
+over 32 bits, a window larger than the image) is searched again from its first draw by
 ``_bbox_crop_search.py``.
 """
 
@@ -39,14 +41,6 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 _TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 _BLOCK = 32  # raw values drawn per sample at a time
 _HANDOFF = 16  # lockstep ends when no more than 1 / _HANDOFF of the samples are left
-
-
-def covers(op) -> bool:
-    """Whether :func:`lockstep` covers ``op``'s search: a fixed window (``crop_shape``), or a
-    relative one from ``scaling`` and ``aspect_ratio`` ranges that tie no extents (in pixels
-    where ``input_shape`` is given). A range of one value (the default, [1, 1]) ties two
-    extents, with a random order drawn by ``permutation``: not covered."""
-    return op.fixed_crop or not op._ar_tied
 
 
 class _Streams:
@@ -90,7 +84,8 @@ class Found:
 
 class _Draws:
     """The samples' positions in their streams and PCG64's 32-bit buffer, with the draws the
-    search makes, for the ``live`` samples (the others keep their places)."""
+    search makes, for the ``live`` samples (the others keep their places). The streams grow
+    as reads need them, with draws for the ``active`` samples (the others cannot read there)."""
 
     def __init__(self, streams: _Streams, n: int) -> None:
         self.streams = streams
@@ -98,10 +93,12 @@ class _Draws:
         self.pos = np.zeros(n, np.int64)
         self.has32 = np.zeros(n, bool)
         self.buf32 = np.zeros(n, np.uint64)
+        self.active = np.ones(n, bool)  # the samples that may draw (in this step)
 
     def doubles(self, live: np.ndarray, k: int) -> np.ndarray:
         """(n, k) ``random()`` values: k draws of each live sample."""
         pos = self.pos
+        self.streams.ensure(int(pos.max()) + k, self.active)
         out = self.streams.dbl[self.rows[:, None], pos[:, None] + np.arange(k)]
         self.pos = pos + live * k
         return out
@@ -109,6 +106,7 @@ class _Draws:
     def uint32(self, live: np.ndarray) -> np.ndarray:
         """(n,) uint64: one ``next_uint32`` of each live sample."""
         has32, pos = self.has32, self.pos
+        self.streams.ensure(int(pos.max()) + 1, self.active)
         u32 = np.where(has32, self.buf32, self.streams.low[self.rows, pos])
         self.buf32 = np.where(has32, self.buf32, self.streams.high[self.rows, pos])
         self.pos = pos + (live & ~has32)
@@ -159,6 +157,13 @@ def lockstep(
     lo_s, hi_s = float(op.scaling[0]), float(op.scaling[1])
     pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
     ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
+    tied = None  # ratios of the extents a range of one value ties (_fix_aspect_ratios)
+    if any(r_lo == r_hi for r_lo, r_hi in ranges):
+        tied = np.zeros((ndim, ndim), F)
+        for (d0, d1), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
+            if r_lo == r_hi:
+                tied[d0, d1] = r_lo
+                tied[d1, d0] = F(1.0 / float(r_lo)) if r_lo else F(np.inf)
     total = op.total_num_attempts
     few = max(2, n // _HANDOFF)  # this many unfinished samples or fewer: the ordinary search
 
@@ -173,7 +178,6 @@ def lockstep(
     has_result = np.zeros(n, bool)
     res = [np.zeros((n, ndim), F) for _ in range(4)]  # relative lo, hi; output lo, hi
     res_keep = np.zeros((n, boxes.rows.shape[1]), bool)
-    per_step = 1 + op.num_attempts * 2 * ndim
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         while True:
             live = ~(done | redo)
@@ -182,7 +186,7 @@ def lockstep(
                 live &= count < total
             if np.count_nonzero(live) <= few:
                 break
-            streams.ensure(int(draws.pos.max()) + per_step, live)
+            draws.active = live.copy()
             choice, rejected = draws.bounded(live, opt_excl, opt_reject)
             if rejected.any():
                 redo |= rejected
@@ -198,7 +202,7 @@ def lockstep(
                 count += live
                 if crop is None:
                     cand, window = _relative(
-                        draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of
+                        draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of, tied
                     )
                     big = cand & (window[0] < 0).any(axis=1)  # uniform(0, high < 0) raises
                 else:
@@ -261,13 +265,15 @@ def lockstep(
     return found
 
 
-def _relative(draws: _Draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of):
+def _relative(draws: _Draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of, tied):
     """One candidate of a relative window for each live sample: (valid (n,), (1 - extent, extent,
     the anchor's draws)), drawing the extents, then the anchor's values where valid."""
     shape = (lo_s + (hi_s - lo_s) * draws.doubles(live, ndim)).astype(F)
     cand = live
     if pixels_of is not None:  # the aspect ratios of the window in pixels
         shape = shape * pixels_of
+    if tied is not None:
+        shape = _tie(draws, live, shape, tied)
     for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
         ratio = shape[:, i] / shape[:, j]
         cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
@@ -276,3 +282,36 @@ def _relative(draws: _Draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of):
         cand = cand & ~(shape > 1).any(axis=1)
     u = draws.doubles(cand, ndim)
     return cand, (F(1) - shape, shape, u)
+
+
+def _tie(draws: _Draws, live: np.ndarray, shape: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """``RandomBBoxCrop._fix_aspect_ratios`` of each live sample's extents (n, ndim): a random
+    order of the extents (``permutation(ndim)``: Fisher-Yates from the last place down, each
+    place ``i`` swapped with ``next_uint32() & mask`` (the smallest all-ones mask >= i), drawn
+    again while above ``i``), then each extent tied to one before it in that order set from
+    it by the ratio ``tied[d1, d0]``, then all rescaled so the largest extent is kept."""
+    n, ndim = shape.shape
+    rows = np.arange(n)
+    order = np.tile(np.arange(ndim), (n, 1))
+    for i in range(ndim - 1, 0, -1):
+        mask = (1 << i.bit_length()) - 1
+        pick = np.zeros(n, np.intp)
+        need = live.copy()
+        while need.any():
+            v = (draws.uint32(need) & np.uint64(mask)).astype(np.intp)
+            ok = need & (v <= i)
+            pick[ok] = v[ok]
+            need &= ~ok
+        at_i = order[:, i].copy()
+        order[:, i] = order[rows, pick]
+        order[rows, pick] = at_i
+    shape = shape.copy()
+    max_extent = shape.max(axis=1)
+    for i0 in range(ndim):
+        for i1 in range(i0 + 1, ndim):
+            d0, d1 = order[:, i0], order[:, i1]
+            ratio = tied[d1, d0]
+            set_it = ratio > 0
+            value = shape[rows, d0] * ratio
+            shape[rows, d1] = np.where(set_it, value, shape[rows, d1])
+    return (max_extent[:, None] * shape) / shape.max(axis=1)[:, None]

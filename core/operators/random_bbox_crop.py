@@ -31,8 +31,8 @@ so results do not depend on the thread count (they are not DALI's draws: DALI us
 The operator runs batch-wise (``run_batch_cpu``; the pipeline's path), with the outputs of
 ``run_sample`` for each sample: the generators are made together (``_seeded_generators.py``),
 the searches go in lockstep on numpy arrays, reading each generator's raw stream as numpy does
-(``_bbox_crop_lockstep.py``), and the searches lockstep does not cover, or its last few, are
-scored a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
+(``_bbox_crop_lockstep.py``), and its last few samples (or one whose draws it does not read)
+go on a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
 candidate at a time (``find_crop_reference``) is the reference the tests compare them with.
 """
 
@@ -47,7 +47,6 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, register
-from ._bbox_crop_lockstep import covers as lockstep_covers
 from ._bbox_crop_lockstep import lockstep
 from ._bbox_crop_search import Boxes, Search, search_all
 from ._seeded_generators import GeneratorPool
@@ -670,27 +669,20 @@ class RandomBBoxCrop(Operator):
         rngs = self._generators.seeded(params)  # default_rng(param) each, made faster
         out = _Outcomes(n, ndim, max(counts, default=0))
         active = [i for i in range(n) if counts[i]]
-        boxes = None
+        searches: list = [None] * n
+        rest = []  # the samples the ordinary search ends
         if active:
             boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
-        searches: list = [None] * n
-        rest = active  # the samples the ordinary search ends
-        if active and lockstep_covers(self):
             found = lockstep(self, boxes, rngs, active, ndim, params, shapes)
             out.take_lockstep(np.asarray(active), found, counts, shapes)
             for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
                 self._warn_no_window(int(found.count[k]), float(found.best[k]))
-            rest = []
             for k, st in found.rest:
                 s = active[k]
                 if st is None:  # from the sample's first draw
                     st = Search(np.random.default_rng(params[s]), *shapes[s], first_round=2)
                 searches[s] = st
                 rest.append(s)
-        else:
-            for s in active:
-                searches[s] = Search(rngs[s], *shapes[s], first_round=2)
-        if rest:
             search_all(self, boxes, searches, ndim, rest)
             for s in rest:
                 out.take_search(s, *self._outcome(searches[s], ndim, counts[s]), counts[s])

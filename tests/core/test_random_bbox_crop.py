@@ -365,6 +365,7 @@ def test_fast_uniform_draws_are_numpys():
         ),
         dict(aspect_ratio=[1.0, 1.0], thresholds=[0.1], scaling=[0.2, 0.8]),
         dict(aspect_ratio=[0.5, 2.0, 0.5, 2.0, 0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1]),
+        dict(aspect_ratio=[1.0, 1.0, 0.5, 2.0, 1.5, 1.5], thresholds=THRESHOLDS, scaling=[0.3, 1]),
     ],
 )
 def test_batch_search_is_each_samples_search(kw, caplog):
