@@ -23,8 +23,11 @@ The draws are the generator's: each sample's generator gives its raw 64-bit stre
 * ``integers(1)`` draws nothing.
 
 So the windows, the boxes kept and the warnings are those of the one-sample search (the tests
-compare them, seed for seed). Searches it does not cover (fixed windows, aspect ratios tying two
-extents, a window larger than the image) take ``_bbox_crop_search.py``.
+compare them, seed for seed). ``permutation(ndim)`` (the order in which aspect ratios of one
+value tie the extents) is read as numpy's Fisher-Yates shuffle (see :func:`_tie`). A sample
+whose search needs a draw not read here (a rejected ``integers`` draw, an ``integers`` range
+over 32 bits, a window larger than the image) is searched again from its first draw by
+``_bbox_crop_search.py``.
 """
 
 from __future__ import annotations
@@ -38,12 +41,6 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 _TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 _BLOCK = 32  # raw values drawn per sample at a time
 _HANDOFF = 16  # lockstep ends when no more than 1 / _HANDOFF of the samples are left
-
-
-def covers(op) -> bool:
-    """Whether :func:`lockstep` covers ``op``'s search (a relative window, from ``scaling`` and
-    ``aspect_ratio`` ranges that tie no extents, in pixels where ``input_shape`` is given)."""
-    return not op.fixed_crop and not op._ar_tied
 
 
 class _Streams:
@@ -82,70 +79,119 @@ class Found:
     ``integers`` draw, or a window larger than the image)."""
 
     __slots__ = ("done", "no_crop", "success", "count", "best", "has_result", "lo", "hi")
-    __slots__ += ("keep", "rest")
+    __slots__ += ("out_lo", "out_hi", "keep", "rest")
+
+
+class _Draws:
+    """The samples' positions in their streams and PCG64's 32-bit buffer, with the draws the
+    search makes, for the ``live`` samples (the others keep their places). The streams grow
+    as reads need them, with draws for the ``active`` samples (the others cannot read there)."""
+
+    def __init__(self, streams: _Streams, n: int) -> None:
+        self.streams = streams
+        self.rows = np.arange(n)
+        self.pos = np.zeros(n, np.int64)
+        self.has32 = np.zeros(n, bool)
+        self.buf32 = np.zeros(n, np.uint64)
+        self.active = np.ones(n, bool)  # the samples that may draw (in this step)
+
+    def doubles(self, live: np.ndarray, k: int) -> np.ndarray:
+        """(n, k) ``random()`` values: k draws of each live sample."""
+        pos = self.pos
+        self.streams.ensure(int(pos.max()) + k, self.active)
+        out = self.streams.dbl[self.rows[:, None], pos[:, None] + np.arange(k)]
+        self.pos = pos + live * k
+        return out
+
+    def uint32(self, live: np.ndarray) -> np.ndarray:
+        """(n,) uint64: one ``next_uint32`` of each live sample."""
+        has32, pos = self.has32, self.pos
+        self.streams.ensure(int(pos.max()) + 1, self.active)
+        u32 = np.where(has32, self.buf32, self.streams.low[self.rows, pos])
+        self.buf32 = np.where(has32, self.buf32, self.streams.high[self.rows, pos])
+        self.pos = pos + (live & ~has32)
+        self.has32 = has32 ^ live
+        return u32
+
+    def bounded(self, live: np.ndarray, excl: np.ndarray, reject_below: np.ndarray):
+        """(value, rejected): ``integers`` over ``excl`` (uint64, 2 .. 2**32 - 1) values by
+        Lemire's method, for the live samples with ``excl > 1`` (the others draw nothing);
+        rejected where numpy would draw again."""
+        draw = live & (excl > 1)
+        m = self.uint32(draw) * excl
+        return m >> np.uint64(32), draw & ((m & _MASK32) < reject_below)
+
+
+def _reject_below(excl: np.ndarray) -> np.ndarray:
+    """Lemire's threshold for ``excl`` values: ``2**32 % excl`` (uint64)."""
+    excl = np.maximum(excl, np.uint64(1))
+    return (np.uint64(2**32) - excl) % excl
 
 
 def lockstep(
-    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list, input_shapes=None
+    op, boxes: Boxes, gens: list, samples: list[int], ndim: int, params: list, shapes=None
 ) -> Found:
     """The searches of ``samples`` (indices of ``gens``, ``params`` (their seeds), of
-    ``input_shapes`` (the image sizes in canonical order, where ``input_shape`` is given) and of
-    the samples of ``boxes``), in lockstep; see :class:`Found`."""
+    ``shapes`` ((crop_shape, input_shape) in canonical order, None each where not given) and
+    of the samples of ``boxes``), in lockstep; see :class:`Found`."""
     n = len(samples)
-    pixels_of = None
+    pixels_of = crop = None
     if op.input_shape_given:
-        pixels_of = np.array([input_shapes[s] for s in samples], np.int64).astype(F)
-    rows = np.arange(n)
-    cols = np.arange(ndim)
+        pixels_of = np.array([shapes[s][1] for s in samples], np.int64).astype(F)
+    if op.fixed_crop:
+        crop = np.array([shapes[s][0] for s in samples], np.int64)
+        span = np.array([shapes[s][1] for s in samples], np.int64) - crop
+        span_lo = np.minimum(span, 0)
+        span_excl = (np.abs(span) + 1).astype(np.uint64)
+        span_reject = _reject_below(span_excl)
+        crop_f = crop.astype(F)
+        crop_rel = crop_f / pixels_of
     idx = np.asarray(samples, np.intp)
     streams = _Streams([gens[s] for s in samples])
+    draws = _Draws(streams, n)
     num_opts = len(op.options)
     opt_no_crop = np.array([nc for nc, _ in op.options], bool)
     opt_thr = np.array([t for _, t in op.options], F)
-    reject_below = np.uint64((2**32 - num_opts) % num_opts) if num_opts > 1 else None
+    opt_excl = np.full(n, num_opts, np.uint64)
+    opt_reject = _reject_below(opt_excl)
     lo_s, hi_s = float(op.scaling[0]), float(op.scaling[1])
     pairs = [(i, j) for i in range(ndim) for j in range(i + 1, ndim)]
     ranges = [op.ar_ranges[k % len(op.ar_ranges)] for k in range(len(pairs))]
+    tied = None  # ratios of the extents a range of one value ties (_fix_aspect_ratios)
+    if any(r_lo == r_hi for r_lo, r_hi in ranges):
+        tied = np.zeros((ndim, ndim), F)
+        for (d0, d1), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
+            if r_lo == r_hi:
+                tied[d0, d1] = r_lo
+                tied[d1, d0] = F(1.0 / float(r_lo)) if r_lo else F(np.inf)
     total = op.total_num_attempts
     few = max(2, n // _HANDOFF)  # this many unfinished samples or fewer: the ordinary search
 
-    pos = np.zeros(n, np.int64)
-    has32 = np.zeros(n, bool)
-    buf32 = np.zeros(n, np.uint64)
     count = np.zeros(n, np.int64)
     best = np.full(n, -1.0, F)
     success = np.zeros(n, bool)
     done = np.zeros(n, bool)
     no_crop = np.zeros(n, bool)
     redo = np.zeros(n, bool)
+    if crop is not None:  # integers() over more than 32 bits: numpy's 64-bit path
+        redo |= (span_excl > np.uint64(0xFFFFFFFF)).any(axis=1)
     has_result = np.zeros(n, bool)
-    res_lo = np.zeros((n, ndim), F)
-    res_hi = np.zeros((n, ndim), F)
+    res = [np.zeros((n, ndim), F) for _ in range(4)]  # relative lo, hi; output lo, hi
     res_keep = np.zeros((n, boxes.rows.shape[1]), bool)
-    per_step = (num_opts > 1) + op.num_attempts * 2 * ndim
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         while True:
             live = ~(done | redo)
             if total >= 0:
                 done |= live & (count >= total)
                 live &= count < total
-            remaining = np.count_nonzero(live)
-            if remaining <= few:
+            if np.count_nonzero(live) <= few:
                 break
-            streams.ensure(int(pos.max()) + per_step, live)
-            if num_opts > 1:  # the option: integers(len(options))
-                u32 = np.where(has32, buf32, streams.low[rows, pos])
-                buf32 = np.where(has32, buf32, streams.high[rows, pos])
-                pos += live & ~has32
-                has32 ^= live
-                m = u32 * np.uint64(num_opts)
-                rejected = live & ((m & _MASK32) < reject_below)
-                if rejected.any():
-                    redo |= rejected
-                    live &= ~rejected
-                choice = (m >> np.uint64(32)).astype(np.intp)
-            else:
-                choice = np.zeros(n, np.intp)
+            draws.active = live.copy()
+            choice, rejected = draws.bounded(live, opt_excl, opt_reject)
+            if rejected.any():
+                redo |= rejected
+                live &= ~rejected
+            choice = choice.astype(np.intp)
             stop = live & opt_no_crop[choice]
             if stop.any():
                 no_crop |= stop
@@ -154,38 +200,41 @@ def lockstep(
             threshold = opt_thr[choice]
             for _ in range(op.num_attempts):
                 count += live
-                shape = lo_s + (hi_s - lo_s) * streams.dbl[rows[:, None], pos[:, None] + cols]
-                shape = shape.astype(F)
-                pos += live * ndim
-                cand = live
-                if pixels_of is not None:  # the aspect ratios of the window in pixels
-                    shape = shape * pixels_of
-                for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
-                    ratio = shape[:, i] / shape[:, j]
-                    cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
-                if pixels_of is not None:  # back to relative, where it fits in the image
-                    shape = shape / pixels_of
-                    cand = cand & ~(shape > 1).any(axis=1)
-                u = streams.dbl[rows[:, None], pos[:, None] + cols]
-                pos += cand * ndim
-                high = F(1) - shape
-                big = cand & (high < 0).any(axis=1)  # uniform(0, high < 0) raises
+                if crop is None:
+                    cand, window = _relative(
+                        draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of, tied
+                    )
+                    big = cand & (window[0] < 0).any(axis=1)  # uniform(0, high < 0) raises
+                else:
+                    anchor = np.empty((n, ndim), F)
+                    big = np.zeros(n, bool)
+                    for d in range(ndim):
+                        v, rej = draws.bounded(live, span_excl[:, d], span_reject[:, d])
+                        anchor[:, d] = (v.astype(np.int64) + span_lo[:, d]).astype(F)
+                        big |= rej
+                    cand = live
+                    rel_lo = anchor / pixels_of
+                    window = (rel_lo, rel_lo + crop_rel, anchor, anchor + crop_f)
                 if big.any():
                     redo |= big
                     live &= ~big
-                    cand &= ~big
+                    cand = cand & ~big
                 sel = np.flatnonzero(cand)
                 if not len(sel):
                     continue
-                anchor = (0.0 + high[sel].astype(np.float64) * u[sel]).astype(F)
-                end = anchor + shape[sel]
-                metric, keep, kept_any = score(op, boxes, idx[sel], anchor, end)
+                if crop is None:  # the anchor, drawn where the shape is valid
+                    high, shape, u = window
+                    lo = (0.0 + high[sel].astype(np.float64) * u[sel]).astype(F)
+                    window = (lo, lo + shape[sel], lo, lo + shape[sel])
+                else:
+                    window = tuple(w[sel] for w in window)
+                metric, keep, kept_any = score(op, boxes, idx[sel], window[0], window[1])
                 valid = metric >= threshold[sel]
                 better = ~((metric <= best[sel]) & ~valid)
                 upd = sel[better]
                 best[upd] = metric[better]
-                res_lo[upd] = anchor[better]
-                res_hi[upd] = end[better]
+                for r, w in zip(res, window, strict=True):
+                    r[upd] = w[better]
                 res_keep[upd] = keep[better]
                 has_result[upd] = True
                 success[upd] = (valid & kept_any)[better]
@@ -193,23 +242,76 @@ def lockstep(
     found = Found()
     found.done, found.no_crop, found.success = done, no_crop, success
     found.count, found.best, found.has_result = count, best, has_result
-    found.lo, found.hi, found.keep = res_lo, res_hi, res_keep
+    found.lo, found.hi, found.out_lo, found.out_hi = res
+    found.keep = res_keep
     found.rest = []
     for k in np.flatnonzero(~done).tolist():
         if redo[k]:
             found.rest.append((k, None))
             continue
-        st = Search(None, None, None if pixels_of is None else input_shapes[samples[k]], 1)
+        st = Search(None, *(shapes[samples[k]] if shapes else (None, None)), 1)
         st.success, st.count, st.best = bool(success[k]), int(count[k]), float(best[k])
         st.planned = st.count
         if has_result[k]:
-            st.result = ((res_lo[k], res_hi[k], res_lo[k], res_hi[k]), res_keep[k])
+            st.result = (tuple(r[k] for r in res), res_keep[k])
         # the generator as it would be after these draws
         st.rng = np.random.default_rng(params[samples[k]])
         bg = st.rng.bit_generator
-        bg.advance(int(pos[k]))
+        bg.advance(int(draws.pos[k]))
         state = bg.state
-        state["has_uint32"], state["uinteger"] = int(has32[k]), int(buf32[k])
+        state["has_uint32"], state["uinteger"] = int(draws.has32[k]), int(draws.buf32[k])
         bg.state = state
         found.rest.append((k, st))
     return found
+
+
+def _relative(draws: _Draws, live, ndim, lo_s, hi_s, pairs, ranges, pixels_of, tied):
+    """One candidate of a relative window for each live sample: (valid (n,), (1 - extent, extent,
+    the anchor's draws)), drawing the extents, then the anchor's values where valid."""
+    shape = (lo_s + (hi_s - lo_s) * draws.doubles(live, ndim)).astype(F)
+    cand = live
+    if pixels_of is not None:  # the aspect ratios of the window in pixels
+        shape = shape * pixels_of
+    if tied is not None:
+        shape = _tie(draws, live, shape, tied)
+    for (i, j), (r_lo, r_hi) in zip(pairs, ranges, strict=True):
+        ratio = shape[:, i] / shape[:, j]
+        cand = cand & (r_lo <= ratio) & (ratio <= r_hi)
+    if pixels_of is not None:  # back to relative, where it fits in the image
+        shape = shape / pixels_of
+        cand = cand & ~(shape > 1).any(axis=1)
+    u = draws.doubles(cand, ndim)
+    return cand, (F(1) - shape, shape, u)
+
+
+def _tie(draws: _Draws, live: np.ndarray, shape: np.ndarray, tied: np.ndarray) -> np.ndarray:
+    """``RandomBBoxCrop._fix_aspect_ratios`` of each live sample's extents (n, ndim): a random
+    order of the extents (``permutation(ndim)``: Fisher-Yates from the last place down, each
+    place ``i`` swapped with ``next_uint32() & mask`` (the smallest all-ones mask >= i), drawn
+    again while above ``i``), then each extent tied to one before it in that order set from
+    it by the ratio ``tied[d1, d0]``, then all rescaled so the largest extent is kept."""
+    n, ndim = shape.shape
+    rows = np.arange(n)
+    order = np.tile(np.arange(ndim), (n, 1))
+    for i in range(ndim - 1, 0, -1):
+        mask = (1 << i.bit_length()) - 1
+        pick = np.zeros(n, np.intp)
+        need = live.copy()
+        while need.any():
+            v = (draws.uint32(need) & np.uint64(mask)).astype(np.intp)
+            ok = need & (v <= i)
+            pick[ok] = v[ok]
+            need &= ~ok
+        at_i = order[:, i].copy()
+        order[:, i] = order[rows, pick]
+        order[rows, pick] = at_i
+    shape = shape.copy()
+    max_extent = shape.max(axis=1)
+    for i0 in range(ndim):
+        for i1 in range(i0 + 1, ndim):
+            d0, d1 = order[:, i0], order[:, i1]
+            ratio = tied[d1, d0]
+            set_it = ratio > 0
+            value = shape[rows, d0] * ratio
+            shape[rows, d1] = np.where(set_it, value, shape[rows, d1])
+    return (max_extent[:, None] * shape) / shape.max(axis=1)[:, None]

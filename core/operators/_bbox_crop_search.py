@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._bbox_crop_geometry import remap_boxes, write_boxes
+
 F = np.float32
 
 
@@ -199,3 +201,81 @@ def search_all(op, boxes: Boxes, searches: list, ndim: int, active: list[int]) -
             if not st.done:
                 still.append(s)
         active = still
+
+
+class Outcomes:
+    """The batch's windows and kept boxes as they are found, turned into the outputs at once.
+
+    ``anchors``/``ends`` (n, ndim): the output windows; ``wlo``/``whi``: the relative windows
+    the kept boxes are mapped into where ``remap``; ``mask`` (n, B): each sample's kept boxes
+    (columns are its box indices). A sample whose window is the whole image keeps every box
+    as it is (not remapped)."""
+
+    def __init__(self, n: int, ndim: int, width: int) -> None:
+        self.anchors = np.zeros((n, ndim), F)
+        self.ends = np.ones((n, ndim), F)
+        self.wlo = np.zeros((n, ndim), F)
+        self.whi = np.ones((n, ndim), F)
+        self.remap = np.zeros(n, bool)
+        self.mask = np.zeros((n, width), bool)
+
+    def take_lockstep(self, samples: np.ndarray, found, counts: list[int], shapes) -> None:
+        crop = found.done & ~found.no_crop & found.has_result
+        s = samples[crop]
+        self.anchors[s], self.ends[s] = found.out_lo[crop], found.out_hi[crop]
+        self.wlo[s], self.whi[s] = found.lo[crop], found.hi[crop]
+        self.remap[s] = True
+        self.mask[s] = found.keep[crop][:, : self.mask.shape[1]]
+        whole = samples[found.done & ~crop].tolist()  # every box, unchanged
+        self.mask[whole] = np.arange(self.mask.shape[1]) < np.asarray(counts)[whole, None]
+        for i in whole:
+            if shapes[i][0] is not None:  # a fixed window: the image size in pixels
+                self.ends[i] = shapes[i][1].astype(F)
+
+    def take_search(self, s, rel_lo, rel_hi, out_lo, out_hi, kept, count: int) -> None:
+        self.anchors[s], self.ends[s] = out_lo, out_hi
+        if kept is None:  # the whole image: every box, unchanged
+            self.mask[s, :count] = True
+            return
+        self.wlo[s], self.whi[s] = rel_lo, rel_hi
+        self.remap[s] = True
+        self.mask[s, kept] = True
+
+    def outputs(self, op, lo, hi, counts, labels_in, layout) -> list:
+        """The operator's outputs: anchors and shapes (n, ndim), then per sample the kept boxes
+        in the window (:func:`remap_boxes` of them all at once), labels and indices."""
+        ends = np.cumsum(np.count_nonzero(self.mask, axis=1)).tolist()
+        cuts = list(zip([0, *ends[:-1]], ends, strict=True))
+        sample, col = np.nonzero(self.mask)
+        starts = np.zeros(len(counts), np.intp)
+        np.cumsum(counts[:-1], out=starts[1:])
+        rows = starts[sample] + col
+        new_lo, new_hi = remap_boxes(self.wlo[sample], self.whi[sample], lo[rows], hi[rows])
+        same = ~self.remap[sample]
+        if same.any():
+            new_lo[same], new_hi[same] = lo[rows[same]], hi[rows[same]]
+        outs = [
+            self.anchors,
+            (self.ends - self.anchors).astype(F),
+            _split(write_boxes(new_lo, new_hi, layout), cuts),
+        ]
+        if op.has_labels:
+            outs.append(_gather_labels(labels_in, rows, col, cuts))
+        if op.output_bbox_indices:
+            outs.append(_split(col.astype(np.int32), cuts))
+        return outs
+
+
+def _split(a: np.ndarray, cuts: list[tuple[int, int]]) -> list[np.ndarray]:
+    """The rows [start, end) of ``a`` for each cut (``np.split`` without its per-piece cost)."""
+    return [a[s:e] for s, e in cuts]
+
+
+def _gather_labels(labels: list, rows: np.ndarray, col: np.ndarray, cuts) -> list[np.ndarray]:
+    """Each sample's labels of its kept boxes: from all labels concatenated where they share a
+    dtype and a row shape (``rows``: global box indices), else sample by sample (``col``)."""
+    labels = [np.asarray(x) for x in labels]
+    kinds = {(x.dtype, x.shape[1:]) for x in labels if x.ndim >= 1}
+    if len(kinds) == 1 and all(x.ndim >= 1 for x in labels):
+        return _split(np.concatenate(labels)[rows], cuts)
+    return [x[c] for x, c in zip(labels, _split(col, cuts), strict=True)]

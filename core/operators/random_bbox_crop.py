@@ -31,46 +31,43 @@ so results do not depend on the thread count (they are not DALI's draws: DALI us
 The operator runs batch-wise (``run_batch_cpu``; the pipeline's path), with the outputs of
 ``run_sample`` for each sample: the generators are made together (``_seeded_generators.py``),
 the searches go in lockstep on numpy arrays, reading each generator's raw stream as numpy does
-(``_bbox_crop_lockstep.py``), and the searches lockstep does not cover, or its last few, are
-scored a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
+(``_bbox_crop_lockstep.py``), and its last few samples (or one whose draws it does not read)
+go on a round of candidates at a time (``_bbox_crop_search.py``). One sample's search a
 candidate at a time (``find_crop_reference``) is the reference the tests compare them with.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import struct
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, register
-from ._bbox_crop_lockstep import covers as lockstep_covers
+from ._bbox_crop_geometry import (
+    SHAPE_LAYOUT,
+    START_END,
+    START_SHAPE,
+    WHO,
+    div32,
+    f32,
+    is_permutation,
+    keep_boxes,
+    overlap_metrics,
+    read_boxes,
+    remap_boxes,
+    volume,
+    write_boxes,
+)
 from ._bbox_crop_lockstep import lockstep
-from ._bbox_crop_search import Boxes, Search, search_all
+from ._bbox_crop_search import Boxes, Outcomes, Search, search_all
 from ._seeded_generators import GeneratorPool
 from ._small import per_sample
 
 logger = logging.getLogger(__name__)
 
-WHO = "random_bbox_crop"
 F = np.float32
-_START_END = {2: "xyXY", 3: "xyzXYZ"}
-_START_SHAPE = {2: "xyWH", 3: "xyzWHD"}
-_SHAPE_LAYOUT = {2: "WH", 3: "WHD"}
-_F32 = struct.Struct("f")
-
-
-def f32(x: float) -> float:
-    """``x`` rounded to the nearest float32, as a Python float (``float(np.float32(x))`` in a
-    fifth of the time). A float32 ``+ - * /`` is the float64 operation rounded this way (float64
-    has more than twice float32's precision, so the double rounding is exact)."""
-    try:
-        return _F32.unpack(_F32.pack(x))[0]
-    except OverflowError:  # beyond float32's range: what the cast gives
-        return math.copysign(math.inf, x)
 
 
 def _floats(value, name: str) -> list[float]:
@@ -79,110 +76,6 @@ def _floats(value, name: str) -> list[float]:
     except (TypeError, ValueError):
         raise ArgumentError(f"{WHO}: {name}={value!r} must be a list of numbers") from None
     return out
-
-
-def _is_permutation(layout: str, of: str) -> bool:
-    return len(layout) == len(of) and sorted(layout) == sorted(of)
-
-
-def parse_bbox_layout(layout: str, ndim: int) -> tuple[list[int], bool]:
-    """(index of each canonical coordinate in the layout, whether it holds extents): canonical
-    order is x, y, (z), then X, Y, (Z) or W, H, (D)."""
-    for canon, shape in ((_START_END[ndim], False), (_START_SHAPE[ndim], True)):
-        if _is_permutation(layout, canon):
-            return [layout.index(c) for c in canon], shape
-    raise ArgumentError(
-        f"{WHO}: bbox_layout={layout!r} should be a permutation of {_START_END[ndim]!r} or "
-        f"{_START_SHAPE[ndim]!r} for boxes of {2 * ndim} coordinates"
-    )
-
-
-def read_boxes(rows: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) corners, (N, ndim) float32 each, of boxes in ``layout``; every box must lie in
-    [0, 1] (DALI checks it)."""
-    ndim = rows.shape[1] // 2
-    perm, has_shape = parse_bbox_layout(layout, ndim)
-    canon = rows[:, perm]
-    lo, hi = canon[:, :ndim].copy(), canon[:, ndim:].copy()
-    if has_shape:
-        hi = (hi + lo).astype(F)
-    bad = ~((lo >= 0) & (hi <= 1)).all(axis=1)
-    if bad.any():
-        i = int(np.nonzero(bad)[0][0])
-        raise ArgumentError(
-            f"{WHO}: box {i} {rows[i].tolist()} (bbox_layout={layout!r}) is out of bounds "
-            f"[0, 1]: boxes must be relative coordinates"
-        )
-    return lo, hi
-
-
-def write_boxes(lo: np.ndarray, hi: np.ndarray, layout: str) -> np.ndarray:
-    ndim = lo.shape[1]
-    perm, has_shape = parse_bbox_layout(layout, ndim)
-    canon = np.concatenate([lo, (hi - lo).astype(F) if has_shape else hi], axis=1)
-    out = np.empty_like(canon)
-    out[:, perm] = canon
-    return out.astype(F)
-
-
-def _volume(extent: np.ndarray) -> np.ndarray:
-    """Product of the extents along the last axis, in float32, in order (DALI's volume); a
-    new array."""
-    v = extent[..., 0] * extent[..., 1]
-    for d in range(2, extent.shape[-1]):
-        v *= extent[..., d]
-    return v.astype(F, copy=False)
-
-
-def overlap_metrics(crop_lo, crop_hi, lo, hi, metric: str, box_vol=None) -> np.ndarray:
-    """IoU of each box with the window, or (``"overlap"``) the share of its area inside it.
-
-    All float32 (``lo``, ``hi``: (N, ndim); the window: (ndim,)); ``box_vol`` is
-    ``_volume(hi - lo)``, given when the caller has it."""
-    ilo = np.maximum(lo, crop_lo)
-    ihi = np.minimum(hi, crop_hi)
-    ext = np.subtract(ihi, ilo, dtype=F)
-    disjoint = (ext <= 0).any(axis=1)
-    inter = _volume(ext)
-    inter[disjoint] = 0
-    if box_vol is None:
-        box_vol = _volume(np.subtract(hi, lo, dtype=F))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if metric == "overlap":
-            return np.divide(inter, box_vol, dtype=F)
-        crop_vol = _volume(np.subtract(crop_hi, crop_lo, dtype=F)[None])[0]
-        out = np.divide(inter, (crop_vol + box_vol) - inter, dtype=F)
-    out[inter == 0] = 0
-    return out
-
-
-def keep_boxes(crop_lo, crop_hi, lo, hi, prune_threshold: float | None) -> np.ndarray:
-    """Indices of the boxes the window keeps: centroid in [lo, hi) of the window, or, with a
-    prune threshold, a nonzero intersection holding at least that share of the box's area."""
-    if prune_threshold is None:
-        centroid = ((lo + hi) * F(0.5)).astype(F)
-        inside = ((centroid >= crop_lo) & (centroid < crop_hi)).all(axis=1)
-        return np.nonzero(inside)[0]
-    ratio = overlap_metrics(crop_lo, crop_hi, lo, hi, "overlap")
-    ilo = np.maximum(lo, crop_lo)
-    ihi = np.minimum(hi, crop_hi)
-    nonzero = ~(ihi <= ilo).any(axis=1)
-    return np.nonzero(nonzero & (ratio >= F(prune_threshold)))[0]
-
-
-def remap_boxes(crop_lo, crop_hi, lo, hi) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes in the window's coordinates, clamped to [0, 1] (DALI's ``RemapBox``)."""
-    extent = (crop_hi - crop_lo).astype(F)
-    start = ((np.maximum(crop_lo, lo) - crop_lo) / extent).astype(F)
-    end = ((np.minimum(crop_hi, hi) - crop_lo) / extent).astype(F)
-    return np.clip(start, 0, 1).astype(F), np.clip(end, 0, 1).astype(F)
-
-
-def _div32(a: float, b: float) -> float:
-    """float32 ``a / b`` of two float32 values (inf or nan on a zero divisor, as numpy)."""
-    if b == 0:
-        return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1, b)
-    return f32(a / b)
 
 
 @register(legacy=("RandomBBoxCrop",))
@@ -349,7 +242,7 @@ class RandomBBoxCrop(Operator):
     def _layout(self, ndim: int) -> str:
         if self.bbox_layout:
             return self.bbox_layout
-        return _START_END[ndim] if self.ltrb else _START_SHAPE[ndim]
+        return START_END[ndim] if self.ltrb else START_SHAPE[ndim]
 
     def _shape_arg(self, name: str, args: dict, ndim: int) -> np.ndarray | None:
         value = args.get(name, getattr(self, name))
@@ -361,12 +254,12 @@ class RandomBBoxCrop(Operator):
                 f"{WHO}: {name}={v.tolist()} must have {ndim} values for {2 * ndim}-coordinate "
                 "boxes"
             )
-        layout = self.shape_layout or _SHAPE_LAYOUT[ndim]
-        if not _is_permutation(layout, _SHAPE_LAYOUT[ndim]):
+        layout = self.shape_layout or SHAPE_LAYOUT[ndim]
+        if not is_permutation(layout, SHAPE_LAYOUT[ndim]):
             raise ArgumentError(
-                f"{WHO}: shape_layout={layout!r} should be a permutation of {_SHAPE_LAYOUT[ndim]!r}"
+                f"{WHO}: shape_layout={layout!r} should be a permutation of {SHAPE_LAYOUT[ndim]!r}"
             )
-        return np.asarray([v[layout.index(c)] for c in _SHAPE_LAYOUT[ndim]], np.int64)
+        return np.asarray([v[layout.index(c)] for c in SHAPE_LAYOUT[ndim]], np.int64)
 
     def _fix_aspect_ratios(self, shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if not any(lo == hi for lo, hi in self.ar_ranges):
@@ -451,7 +344,7 @@ class RandomBBoxCrop(Operator):
             pixels = [f32(s * i) for s, i in zip(shape, inp, strict=True)]
             if not self._valid_ratios(pixels):
                 return None
-            shape = [_div32(p, i) for p, i in zip(pixels, inp, strict=True)]
+            shape = [div32(p, i) for p, i in zip(pixels, inp, strict=True)]
             if any(s > 1 for s in shape):
                 return None
         elif not self._valid_ratios(shape):
@@ -472,7 +365,7 @@ class RandomBBoxCrop(Operator):
         for i in range(ndim):
             for j in range(i + 1, ndim):
                 lo, hi = ranges[k]
-                if not lo <= _div32(shape[i], shape[j]) <= hi:
+                if not lo <= div32(shape[i], shape[j]) <= hi:
                     return False
                 k = (k + 1) % len(ranges)
         return True
@@ -514,7 +407,7 @@ class RandomBBoxCrop(Operator):
         if n == 0:
             return self.find_crop_reference(lo, hi, rng, crop_shape, input_shape)
         ndim = lo.shape[1]
-        boxes = Boxes(lo, hi, [n], _volume(np.subtract(hi, lo, dtype=F)))
+        boxes = Boxes(lo, hi, [n], volume(np.subtract(hi, lo, dtype=F)))
         st = Search(rng, crop_shape, input_shape, first_round=4)
         search_all(self, boxes, [st], ndim, [0])
         rel_lo, rel_hi, out_lo, out_hi, kept = self._outcome(st, ndim, n)
@@ -668,30 +561,22 @@ class RandomBBoxCrop(Operator):
         if self._generators is None:
             self._generators = GeneratorPool()
         rngs = self._generators.seeded(params)  # default_rng(param) each, made faster
-        out = _Outcomes(n, ndim, max(counts, default=0))
+        out = Outcomes(n, ndim, max(counts, default=0))
         active = [i for i in range(n) if counts[i]]
-        boxes = None
-        if active:
-            boxes = Boxes(lo, hi, counts, _volume(np.subtract(hi, lo, dtype=F)))
         searches: list = [None] * n
-        rest = active  # the samples the ordinary search ends
-        if active and lockstep_covers(self):
-            inputs = [inp for _, inp in shapes]
-            found = lockstep(self, boxes, rngs, active, ndim, params, inputs)
-            out.take_lockstep(np.asarray(active), found, counts)
+        rest = []  # the samples the ordinary search ends
+        if active:
+            boxes = Boxes(lo, hi, counts, volume(np.subtract(hi, lo, dtype=F)))
+            found = lockstep(self, boxes, rngs, active, ndim, params, shapes)
+            out.take_lockstep(np.asarray(active), found, counts, shapes)
             for k in np.flatnonzero(found.done & ~found.no_crop & ~found.success).tolist():
                 self._warn_no_window(int(found.count[k]), float(found.best[k]))
-            rest = []
             for k, st in found.rest:
                 s = active[k]
                 if st is None:  # from the sample's first draw
                     st = Search(np.random.default_rng(params[s]), *shapes[s], first_round=2)
                 searches[s] = st
                 rest.append(s)
-        else:
-            for s in active:
-                searches[s] = Search(rngs[s], *shapes[s], first_round=2)
-        if rest:
             search_all(self, boxes, searches, ndim, rest)
             for s in rest:
                 out.take_search(s, *self._outcome(searches[s], ndim, counts[s]), counts[s])
@@ -717,78 +602,3 @@ class RandomBBoxCrop(Operator):
                     e.sample_index = i
                     raise
             raise
-
-
-class _Outcomes:
-    """The batch's windows and kept boxes as they are found, turned into the outputs at once.
-
-    ``anchors``/``ends`` (n, ndim): the output windows; ``wlo``/``whi``: the relative windows
-    the kept boxes are mapped into where ``remap``; ``mask`` (n, B): each sample's kept boxes
-    (columns are its box indices). A sample whose window is the whole image keeps every box
-    as it is (not remapped)."""
-
-    def __init__(self, n: int, ndim: int, width: int) -> None:
-        self.anchors = np.zeros((n, ndim), F)
-        self.ends = np.ones((n, ndim), F)
-        self.wlo = np.zeros((n, ndim), F)
-        self.whi = np.ones((n, ndim), F)
-        self.remap = np.zeros(n, bool)
-        self.mask = np.zeros((n, width), bool)
-
-    def take_lockstep(self, samples: np.ndarray, found, counts: list[int]) -> None:
-        crop = found.done & ~found.no_crop & found.has_result
-        s = samples[crop]
-        self.anchors[s] = self.wlo[s] = found.lo[crop]
-        self.ends[s] = self.whi[s] = found.hi[crop]
-        self.remap[s] = True
-        self.mask[s] = found.keep[crop][:, : self.mask.shape[1]]
-        whole = samples[found.done & ~crop]  # every box, unchanged
-        self.mask[whole] = np.arange(self.mask.shape[1]) < np.asarray(counts)[whole, None]
-
-    def take_search(self, s, rel_lo, rel_hi, out_lo, out_hi, kept, count: int) -> None:
-        self.anchors[s], self.ends[s] = out_lo, out_hi
-        if kept is None:  # the whole image: every box, unchanged
-            self.mask[s, :count] = True
-            return
-        self.wlo[s], self.whi[s] = rel_lo, rel_hi
-        self.remap[s] = True
-        self.mask[s, kept] = True
-
-    def outputs(self, op, lo, hi, counts, labels_in, layout) -> list:
-        """The operator's outputs: anchors and shapes (n, ndim), then per sample the kept boxes
-        in the window (:func:`remap_boxes` of them all at once), labels and indices."""
-        ends = np.cumsum(np.count_nonzero(self.mask, axis=1)).tolist()
-        cuts = list(zip([0, *ends[:-1]], ends, strict=True))
-        sample, col = np.nonzero(self.mask)
-        starts = np.zeros(len(counts), np.intp)
-        np.cumsum(counts[:-1], out=starts[1:])
-        rows = starts[sample] + col
-        new_lo, new_hi = remap_boxes(self.wlo[sample], self.whi[sample], lo[rows], hi[rows])
-        same = ~self.remap[sample]
-        if same.any():
-            new_lo[same], new_hi[same] = lo[rows[same]], hi[rows[same]]
-        outs = [
-            self.anchors,
-            (self.ends - self.anchors).astype(F),
-            _split(write_boxes(new_lo, new_hi, layout), cuts),
-        ]
-        if op.has_labels:
-            outs.append(_gather_labels(labels_in, rows, col, cuts))
-        if op.output_bbox_indices:
-            outs.append(_split(col.astype(np.int32), cuts))
-        return outs
-
-
-def _split(a: np.ndarray, cuts: list[tuple[int, int]]) -> list[np.ndarray]:
-    """The rows [start, end) of ``a`` for each cut (``np.split`` without its per-piece cost)."""
-    return [a[s:e] for s, e in cuts]
-
-
-def _gather_labels(labels: list, rows: np.ndarray, col: np.ndarray, cuts) -> list[np.ndarray]:
-    """Each sample's labels of its kept boxes: from all labels concatenated where they share a
-    dtype and a row shape (``rows``: global box indices), else sample by sample (``col``)."""
-    labels = [np.asarray(x) for x in labels]
-    kinds = {(x.dtype, x.shape[1:]) for x in labels if x.ndim >= 1}
-    if len(kinds) == 1 and all(x.ndim >= 1 for x in labels):
-        return _split(np.concatenate(labels)[rows], cuts)
-    return [x[c] for x, c in zip(labels, _split(col, cuts), strict=True)]

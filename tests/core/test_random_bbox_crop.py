@@ -365,6 +365,7 @@ def test_fast_uniform_draws_are_numpys():
         ),
         dict(aspect_ratio=[1.0, 1.0], thresholds=[0.1], scaling=[0.2, 0.8]),
         dict(aspect_ratio=[0.5, 2.0, 0.5, 2.0, 0.5, 2.0], thresholds=THRESHOLDS, scaling=[0.3, 1]),
+        dict(aspect_ratio=[1.0, 1.0, 0.5, 2.0, 1.5, 1.5], thresholds=THRESHOLDS, scaling=[0.3, 1]),
     ],
 )
 def test_batch_search_is_each_samples_search(kw, caplog):
@@ -476,8 +477,8 @@ def test_batch_search_redoes_what_lockstep_hands_back(monkeypatch):
 
     real = mod.lockstep
 
-    def every_other(op, boxes, gens, samples, ndim, params, input_shapes):
-        found = real(op, boxes, gens, samples, ndim, params, input_shapes)
+    def every_other(op, boxes, gens, samples, ndim, params, shapes):
+        found = real(op, boxes, gens, samples, ndim, params, shapes)
         for k in range(1, len(samples), 2):
             if found.done[k]:
                 found.done[k] = False
@@ -505,3 +506,26 @@ def test_window_larger_than_the_image_fails_as_numpy_does():
         op.run_batch_cpu([boxes], {}, [1, 2, 3, 4])
     with pytest.raises(ValueError, match="high - low < 0"):
         op.run_sample((boxes[0],), {}, 1)
+
+
+def test_batch_search_fixed_windows():
+    """Fixed windows (crop_shape, input_shape per sample; crops larger than the image and of
+    its size included) in the batch path: run_sample's outputs, sample for sample."""
+    op = crop_op(thresholds=[0.0, 0.3, 0.6], total_num_attempts=12, output_bbox_indices=True)
+    op._configure(True, True)
+    op.has_labels, op.num_outputs = True, 5
+    rng = np.random.default_rng(12)
+    boxes = [random_ltrb(rng, int(k)) for k in rng.integers(0, 7, 40)]
+    labels = [np.arange(len(b), dtype=np.int32) for b in boxes]
+    inp = [np.asarray(v, np.int64) for v in rng.integers(20, 900, (40, 2))]
+    crop = [np.asarray(v, np.int64) for v in rng.integers(10, 900, (40, 2))]
+    crop[3] = inp[3].copy()
+    args = {"crop_shape": crop, "input_shape": inp}
+    params = [int(s) for s in rng.integers(0, 2**62, 40)]
+    got = op.run_batch_cpu([boxes, labels], args, params)
+    for i in range(40):
+        sample_args = {"crop_shape": crop[i], "input_shape": inp[i]}
+        want = op.run_sample((boxes[i], labels[i]), sample_args, params[i])
+        for k in range(5):
+            g = np.asarray(got[k][i])
+            assert g.dtype == want[k].dtype and np.array_equal(g, want[k]), (i, k, g, want[k])
