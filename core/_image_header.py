@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["claimed_size", "jpeg_frame", "jpeg_has_end"]
+__all__ = ["claimed_size", "jpeg_frame", "jpeg_has_end", "truncated_jpeg"]
 
 # JPEG start-of-frame markers (SOF0-3, 5-7, 9-11, 13-15): the frame header holds the size
 _SOF = frozenset((0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
@@ -277,3 +277,15 @@ def jpeg_has_end(data: np.ndarray) -> bool:
                 return False
             pos += 2 + length
     return False
+
+
+def truncated_jpeg(data: np.ndarray) -> bool:
+    """Whether ``data`` is a JPEG cut before its end-of-image marker (the marker at the very
+    end is checked first; else ``jpeg_has_end`` looks for it)."""
+    return (
+        data.size >= 4
+        and data[0] == 0xFF
+        and data[1] == 0xD8
+        and not (data[-2] == 0xFF and data[-1] == 0xD9)
+        and not jpeg_has_end(data)
+    )

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._image_header import claimed_size, jpeg_has_end
+from .._image_header import claimed_size, truncated_jpeg
 from .._ipc.regions import open_region
 from ..kernels.copy import copy_batch, copy_descriptors
 
@@ -152,7 +152,6 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
     offsets = np.full(n, -1, np.int64)
     shapes = np.zeros((n, 3), np.int64)
     ptrs, pitches = [], []
-    pos = 0
     for i, img in enumerate(images):
         if img is None:
             continue
@@ -163,9 +162,9 @@ def layout(images: list) -> tuple[np.ndarray, np.ndarray, int, list, list]:
         strides = cai.get("strides")
         ptrs.append(cai["data"][0])
         pitches.append(strides[0] if strides else w * c)
-        offsets[i] = pos
-        pos += -(-int(h * w * c) // ALIGN) * ALIGN
-    return offsets, shapes, pos, ptrs, pitches
+    there = np.array([img is not None for img in images], bool).reshape(n)
+    offsets[there], total = pack(shapes[there])
+    return offsets, shapes, total, ptrs, pitches
 
 
 def refusals(blobs: list[np.ndarray], max_pixels: int | None) -> dict[int, tuple]:
@@ -184,9 +183,8 @@ def refusals(blobs: list[np.ndarray], max_pixels: int | None) -> dict[int, tuple
             if claim is not None and claim[1] * claim[2] > max_pixels:
                 out[i] = ("size", *claim)
                 continue
-        if data[0] == 0xFF and data[1] == 0xD8 and not (data[-2] == 0xFF and data[-1] == 0xD9):
-            if not jpeg_has_end(data):
-                out[i] = ("truncated", int(data.size))
+        if truncated_jpeg(data):
+            out[i] = ("truncated", int(data.size))
     return out
 
 

@@ -33,13 +33,14 @@ import weakref
 
 import numpy as np
 
+from .._image_header import truncated_jpeg
 from .._ipc.process import HelperStartError
 from .._ipc.slots import SlotPool
 from ..errors import DecodeError, PipelineError, require_extra
 from ..types import DALIImageType
 from . import _decode_process
 from ._codec import decode_blobs, decode_params, decoder_options, new_decoder
-from .image import _jpeg_has_end, as_decode_error, decode_cpu
+from .image import as_decode_error, decode_cpu
 
 # Idle nvImageCodec decoders by (device, hardware load, options). A decoder is never destroyed
 # while the process runs: a decoder destroyed while its images are alive, or (from the garbage
@@ -251,19 +252,8 @@ class MixedDecoder:
                 continue
             # The CPU decoder's check: the hardware decoder turns a truncated JPEG into a
             # partly grey image without an error.
-            if (
-                data[0] == 0xFF
-                and data[1] == 0xD8
-                and not (data[-2] == 0xFF and data[-1] == 0xD9)
-                and not _jpeg_has_end(data)
-            ):
-                failed(
-                    i,
-                    DecodeError(
-                        f"decoders.image: truncated JPEG ({data.size} bytes, no end-of-image "
-                        "marker)"
-                    ),
-                )
+            if truncated_jpeg(data):
+                failed(i, refusal_error(self.op, ("truncated", int(data.size))))
                 continue
             blobs.append(data)
             where.append(i)
