@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from ._conditionals import compact
+from ._ipc.process import HelperStartError
+from ._sample_processes import RemoteRun, SampleProcesses, plan
 from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode, Rows
@@ -248,6 +251,8 @@ class Executor:
             ``decoded_spare`` iterations are decoded ahead of the GPU stage, and at most
             ``depth`` finished batches wait for the consumer (``_to_lane``, ``_gpu_finish``).
         skipped_history: records of skipped samples kept (``SkipLog``); counts cover all.
+        sample_processes: how many helper processes run the process-safe part of a run of
+            per-sample operators (``_sample_processes.py``); 0: threads only.
 
     Skipping: an operator with ``on_error="skip"`` drops samples, which ``replace_skipped``
     fills from the good samples of the same batch. An iteration with no good sample left
@@ -275,6 +280,7 @@ class Executor:
         lookahead: int = 0,
         decoded_spare: int = DECODED_SPARE,
         skipped_history: int = 1000,
+        sample_processes: int = 0,
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -293,6 +299,18 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
+        # The process-safe part of each run, by the run's id: (what stays, what goes)
+        self._remote: dict[int, tuple[list[OpNode], RemoteRun]] = {}
+        self._sample_processes = None
+        if sample_processes > 0 and num_threads > 1:
+            used = self._used_outside()
+            for batch_level, nodes in self._segments:
+                if not batch_level:
+                    local, run = plan(nodes, used)
+                    if run is not None:
+                        self._remote[id(nodes)] = (local, run)
+            if self._remote:
+                self._sample_processes = SampleProcesses(min(sample_processes, num_threads))
         # Readers that read ahead (``Operator.prefetch``): the stage draws each iteration's
         # parameters one iteration early and starts those reads then, so they run while it
         # finishes the iteration before. Not with sources (feed_input, callbacks): DALI calls
@@ -481,6 +499,8 @@ class Executor:
                 break
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._sample_processes is not None:
+            self._sample_processes.stop()
 
     # --- threads ----------------------------------------------------------------------------
     def _start_threads(self) -> None:
@@ -675,9 +695,87 @@ class Executor:
                         # (0-d rows stay arrays)
                         vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
                     ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
+            elif id(nodes) in self._remote:
+                local, run = self._remote[id(nodes)]
+                if local:
+                    self._run_samples(local, ws)
+                self._run_remote(run, ws)
             else:
                 self._run_samples(nodes, ws)
         return ws
+
+    def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
+        """``used(dn, inside)``: whether anything but the operators ``inside`` (their ids)
+        takes ``dn``: an operator's input or argument, an output, or (with conditionals,
+        whose predicates are not inputs) anything at all."""
+        taken: dict[DataNode, set[int]] = {}
+        for node in (*self.cpu_ops, *self.gpu_ops):
+            for dn in (*node.inputs, *node.arg_nodes.values()):
+                taken.setdefault(dn, set()).add(id(node))
+        outputs = set(self.outputs)
+        scopes = any(n.scope is not None for n in (*self.cpu_ops, *self.gpu_ops))
+
+        def used(dn: DataNode, inside: set[int]) -> bool:
+            return scopes or dn in outputs or not taken.get(dn, set()) <= inside
+
+        return used
+
+    def _run_remote(self, run: RemoteRun, ws: Workspace) -> None:
+        """The process-safe part of a run, in the sample processes (``_sample_processes``):
+        each sample's values from outside the part and its parameters go there, the values
+        the rest of the graph takes come back. Where no process can be started, the part
+        runs in threads from then on, with one warning."""
+        n = ws.batch_size
+        items = []
+        for i in range(n):
+            values = {k: ws.values[dn][i] for k, dn in run.takes}
+            params = [None if ws.params[x] is None else ws.params[x][i] for x in run.nodes]
+            items.append((i, values, params))
+        try:
+            done = self._sample_processes.run(run, items)
+        except HelperStartError as e:
+            warnings.warn(
+                f"per-sample operators run in threads: no sample process could start ({e})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._remote.clear()
+            self._sample_processes = None
+            self._run_samples(run.nodes, ws)
+            return
+        skipped: dict[int, tuple[OpNode, str]] = {}
+        failed = None
+        times = dict.fromkeys((x.name for x in run.nodes), 0.0)
+        counts = dict.fromkeys(times, 0)
+        for d in done:
+            for i, vals in d.results:
+                for dn, v in zip(run.gives, vals, strict=True):
+                    ws.values[dn][i] = v
+            for i, s, message in d.skipped:
+                skipped[i] = (run.nodes[s], message)
+            if d.failed is not None and (failed is None or d.failed[0] < failed[0]):
+                failed = d.failed
+            for x, sec, cnt in zip(run.nodes, d.seconds, d.counts, strict=True):
+                times[x.name] += sec
+                counts[x.name] += cnt
+        self.profiler.add_ops(times, counts, {x.name: (x.op.schema, x.device) for x in run.nodes})
+        if failed is not None:
+            i, s, exc, kind, message, where = failed
+            if exc is None:
+                exc = PipelineError(f"{kind}: {message}")
+            err = _sample_error(exc, run.nodes[s], i, ws)
+            err.add_note(f"In a sample process:\n{where.rstrip()}")
+            raise err from None
+        if skipped:
+            replace_skipped(ws, skipped)
+            return
+        for dn in run.gives:
+            if dn in self._cpu_outputs:
+                for i in range(n):
+                    self._to_dense(ws, dn, i)
+                slot = ws.dense.get(dn)
+                if slot is not None and not slot.ragged and all(slot.written):
+                    ws.values[dn] = Rows(ws.values[dn], slot.array)
 
     def _draw(self) -> Workspace:
         """The parameters of the next iteration, drawn in graph order on the stage thread (so

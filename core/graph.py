@@ -299,6 +299,13 @@ class Operator:
         light: ``run_sample`` is a few microseconds of Python around I/O or a lookup (reading a
             file, returning a drawn number). A run of light operators only is not spread over
             the thread pool: it runs on the stage thread (see ``executor.py``).
+        process_safe: ``run_sample`` is a pure function of its inputs, arguments and
+            parameter, and the operator pickles with what it needs: a run of such operators
+            may go to the sample processes (``_sample_processes.py``).
+        holds_gil: ``run_sample`` is mostly Python and numpy calls on small arrays, holding
+            the GIL between them, so threads barely run it side by side: a run sent to the
+            sample processes must have one such operator (else the copies cost more than
+            they save).
         dense_inputs: (GPU-stage operators) its CPU inputs are best given as one batch array:
             the CPU workers pack each sample into it as it finishes, and ``run_batch`` finds it
             as ``inputs[k].array`` when every sample fitted (``graph.Rows``).
@@ -318,6 +325,8 @@ class Operator:
     batch_level: bool = False
     provides_batch: bool = False
     light: bool = False
+    process_safe: bool = False
+    holds_gil: bool = False
     dense_inputs: bool = False
     concurrent_batches: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)

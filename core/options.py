@@ -27,6 +27,7 @@ ENV = {
     "DLPIPE_READ_PROCESS": "read_process",
     "DLPIPE_DECODE_PROCESS": "decode_process",
     "DLPIPE_MALLOC_TUNING": "malloc_tuning",
+    "DLPIPE_SAMPLE_PROCESSES": "sample_processes",
 }
 
 
@@ -44,6 +45,11 @@ class RuntimeOptions:
             nvImageCodec's binding takes the GIL once per sample (BENCHMARKS.md, "Where the
             decode ceiling is").
         idle_decode_processes: idle decode processes kept per GPU for the next pipeline.
+        sample_processes: per-sample CPU operators that declare ``process_safe`` (the audio
+            chain: decode, resampling, ``nonsilent_region``, slice) run in helper processes,
+            one per thread up to the machine's cores (Linux, ``num_threads`` > 1): numpy
+            chains on small arrays hold the GIL between calls, so threads barely run side by
+            side (BENCHMARKS.md, "Speech: per-sample chains in processes").
         lanes: iterations whose mixed (decode) stage may run at once, each on its own CUDA
             stream; None picks the measured default (3 with decode processes where that
             leaves each lane's decoder at least 3 of ``num_threads``, else 2).
@@ -77,6 +83,7 @@ class RuntimeOptions:
     read_processes: int = 4
     decode_process: bool = True
     idle_decode_processes: int = 4
+    sample_processes: bool = True
     lanes: int | None = None
     decoded_spare: int = 2
     malloc_tuning: bool = True

@@ -421,9 +421,19 @@ class Pipeline:
             0 if gpu_stage is None or self._sources else 2 * gpu_stage.lanes,
             decoded_spare=self._runtime.decoded_spare,
             skipped_history=self._runtime.skipped_history,
+            sample_processes=self._sample_process_count(),
         )
         self._built = True
         self._pid = os.getpid()  # its threads and helper processes live in this process only
+
+    def _sample_process_count(self) -> int:
+        """Sample processes for the executor: one per thread up to the cores, where the
+        options allow and helpers run here (``_sample_processes.py``)."""
+        from ._ipc.process import supported
+
+        if not (self._runtime.sample_processes and supported()) or self._num_threads < 2:
+            return 0
+        return min(self._num_threads, os.cpu_count() or 1)
 
     def _check_process(self) -> None:
         """Raise, rather than wait forever, when this process is a fork of the one that built

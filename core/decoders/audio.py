@@ -104,6 +104,9 @@ class AudioDecoder(Operator):
         ...                                 sample_rate=16000)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "decoders.audio"
     num_outputs = 2
     arg_inputs = frozenset({"sample_rate"})

@@ -103,6 +103,9 @@ class AudioResample(Operator):
         >>> slower = fn.audio_resample(audio, scale=fn.random.uniform(range=[0.9, 1.1]))
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "audio_resample"
     devices = ("cpu", "gpu")
     arg_inputs = frozenset({"in_rate", "out_rate", "scale", "out_length"})

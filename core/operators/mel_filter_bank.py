@@ -185,6 +185,9 @@ class MelFilterBank(Operator):
         >>> mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "mel_filter_bank"
     devices = ("cpu", "gpu")
 

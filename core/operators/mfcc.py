@@ -74,6 +74,9 @@ class MFCC(Operator):
         >>> mfcc = fn.mfcc(fn.to_decibels(mel), n_mfcc=13)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "mfcc"
     ops_name = "MFCC"
     devices = ("cpu", "gpu")

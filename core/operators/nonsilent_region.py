@@ -112,6 +112,9 @@ class NonsilentRegion(Operator):
         >>> begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "nonsilent_region"
     devices = ("cpu", "gpu")
     num_outputs = 2

@@ -55,6 +55,8 @@ class PreemphasisFilter(Operator):
         >>> audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+
     schema = "preemphasis_filter"
     devices = ("cpu", "gpu")
     arg_inputs = frozenset({"preemph_coeff"})

@@ -134,6 +134,8 @@ class Slice(Operator):
         ...     mid = fn.slice(volume, start=[8, 8], shape=[64, 64], axes=[1, 2])
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+
     schema = "slice"
     devices = ("cpu", "gpu")
     num_inputs = (1, 3)

@@ -79,6 +79,9 @@ class Spectrogram(Operator):
         >>> spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+    holds_gil = True
+
     schema = "spectrogram"
     devices = ("cpu", "gpu")
 

@@ -45,6 +45,8 @@ class ToDecibels(Operator):
         >>> db = fn.to_decibels(mel, multiplier=10.0, cutoff_db=-80)
     """
 
+    process_safe = True  # see Operator; the sample processes may run it
+
     schema = "to_decibels"
     devices = ("cpu", "gpu")
 

@@ -1,0 +1,175 @@
+"""Per-sample CPU operators in helper processes: which part of a run goes there, and the
+processes that run it (their server: ``_sample_server.py``).
+
+The CPU stage runs a run of per-sample operators (``executor._run_samples``) on its thread
+pool. Where the run has operators that declare ``process_safe`` (their ``run_sample`` is a
+pure function of its inputs, arguments and parameters, and they pickle), :func:`plan` cuts it
+in two: the other operators (readers, random numbers, anything in a conditional's branch) run
+first, as before, in the pipeline's process; the process-safe ones then run in
+:class:`SampleProcesses`, each process taking whole samples through the chain. The cut is
+made only where none of the first part takes a value of the second.
+
+Invariants:
+
+* The batches are the same as with threads: parameters are drawn on the stage thread before
+  any sample runs (``executor._draw``), and a process only applies them.
+* A failure names the operator, the sample and its file as the threads' do (the executor
+  raises it); a sample an operator skips is reported as with threads.
+* Every process gets every chain before any samples of it (``Chain`` is sent first, on the
+  same pipe, and a helper handles messages in order).
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
+from ._sample_server import Chain, Samples, SamplesDone, Step
+from .graph import DataNode, OpNode
+
+_KEYS = itertools.count(1)
+
+
+@dataclass
+class RemoteRun:
+    """The process-safe part of a run of per-sample operators.
+
+    Attributes:
+        key: the chain's key in the sample processes.
+        nodes: its operator nodes, in graph order.
+        blob: the pickled :class:`~dlpipe._sample_server.Step` list.
+        takes: the DataNodes it takes from outside (key, node), per sample.
+        gives: the DataNodes the rest of the graph takes from it, sent back per sample.
+        want: their keys.
+    """
+
+    key: int
+    nodes: list[OpNode]
+    blob: bytes
+    takes: list[tuple[int, DataNode]]
+    gives: list[DataNode]
+    want: tuple[int, ...]
+
+
+def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None]:
+    """(the nodes that stay, the part for the sample processes or None) for a run ``nodes``.
+
+    ``used_outside(dn, inside)`` tells whether anything but the nodes whose ids are in
+    ``inside`` takes ``dn`` (later operators, the GPU stage, the pipeline's outputs, a
+    conditional's predicate).
+    """
+    remote = [
+        n
+        for n in nodes
+        if getattr(n.op, "process_safe", False) and n.scope is None and n.op.device == "cpu"
+    ]
+    if not any(n.op.holds_gil for n in remote):
+        return nodes, None
+    made = {dn for n in remote for dn in n.outputs}
+    local = [n for n in nodes if n not in remote]
+    for n in local:  # the first part must not wait for the second
+        if any(dn in made for dn in (*n.inputs, *n.arg_nodes.values())):
+            return nodes, None
+    keys: dict[DataNode, int] = {}
+
+    def key(dn: DataNode) -> int:
+        return keys.setdefault(dn, len(keys))
+
+    takes: dict[DataNode, int] = {}  # -> (node, key) pairs
+    steps = []
+    for n in remote:
+        for dn in (*n.inputs, *n.arg_nodes.values()):
+            if dn not in made:
+                takes.setdefault(dn, key(dn))
+        steps.append(
+            Step(
+                n.op,
+                tuple(key(dn) for dn in n.inputs),
+                tuple((name, key(dn)) for name, dn in n.arg_nodes.items()),
+                tuple(key(dn) for dn in n.outputs),
+            )
+        )
+    try:
+        blob = pickle.dumps(steps, protocol=5)
+    except Exception:  # an operator holding something that does not pickle: threads it is
+        return nodes, None
+    inside = {id(n) for n in remote}
+    gives = [dn for n in remote for dn in n.outputs if used_outside(dn, inside)]
+    want = tuple(keys[dn] for dn in gives)
+    return local, RemoteRun(
+        next(_KEYS), remote, blob, [(k, dn) for dn, k in takes.items()], gives, want
+    )
+
+
+class SampleProcesses:
+    """``count`` sample processes, started on first use.
+
+    Raises (from :meth:`run`):
+        HelperStartError: they cannot be started here; the caller runs the chain in threads.
+    """
+
+    def __init__(self, count: int):
+        self.count = max(1, count)
+        self._helpers: list[HelperProcess] | None = None
+        self._known: set[int] = set()
+
+    def _start(self) -> list[HelperProcess]:
+        if self._helpers is not None and any(h.failure for h in self._helpers):
+            self.stop()  # one failed (a Ctrl-C cut a request in half, it died): start afresh
+        if self._helpers is None:
+            helpers = []
+            try:
+                for _ in range(self.count):
+                    helpers.append(
+                        HelperProcess("sample process", "dlpipe._sample_server", path=True)
+                    )
+                for h in helpers:
+                    h.wait_ready()
+            except HelperStartError:
+                stop_all(helpers)
+                raise
+            self._helpers = helpers
+        return self._helpers
+
+    def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
+        """Run ``run`` for ``items`` ((index, values, params) per sample), spread over the
+        processes by size: each sample goes to the process with the fewest bytes so far,
+        largest first (input bytes stand for the work: decoding and resampling scale with
+        them)."""
+        helpers = self._start()
+        if run.key not in self._known:
+            for h in helpers:
+                h.notify(Chain(run.key, run.blob))
+            self._known.add(run.key)
+        bins: list[list] = [[] for _ in range(min(len(helpers), len(items)))]
+        loads = [0] * len(bins)
+        for item in sorted(items, key=_nbytes, reverse=True):
+            b = loads.index(min(loads))
+            bins[b].append(item)
+            loads[b] += _nbytes(item)
+        used = helpers[: len(bins)]
+        for h, part in zip(used, bins, strict=True):
+            h.submit(Samples(run.key, part, run.want))
+        done, error = [], None
+        for h in used:  # every reply is read, so the pipes stay in step
+            try:
+                done.append(h.result())
+            except HelperError as e:
+                error = error or e
+        if error is not None:
+            raise error
+        return done
+
+    def stop(self) -> None:
+        if self._helpers is not None:
+            stop_all(self._helpers)
+            self._helpers = None
+            self._known.clear()
+
+
+def _nbytes(item) -> int:
+    return sum(v.nbytes for v in item[1].values() if isinstance(v, np.ndarray)) + 1

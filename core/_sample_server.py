@@ -1,0 +1,131 @@
+"""The sample process: it runs a chain of per-sample CPU operators for samples it is sent.
+
+Run by ``_ipc`` (``python -I -S dlpipe/_ipc/boot.py``) with the pipeline's module search path.
+The pipeline's side is ``_sample_processes.py``; the executor decides what runs here.
+
+Why: the CPU stage's workers are threads of one process, and an operator that is a chain of
+numpy calls on small arrays (the audio chain: decode, resample, ``nonsilent_region``, slice)
+holds the GIL between the calls, so sixteen threads run little faster than one. In processes
+of their own those chains run side by side, as DALI's C++ workers do (BENCHMARKS.md, "Speech:
+per-sample chains in processes").
+
+Messages:
+
+* :class:`Chain` (a notification): the operators of a chain, pickled once (an operator whose
+  ``process_safe`` is True pickles with everything its ``run_sample`` needs).
+* :class:`Samples` -> :class:`SamplesDone`: run the chain for each sample, from the values it
+  takes from outside the chain and each step's parameters (drawn by the pipeline), and send
+  back the values the rest of the graph takes. The first failing sample ends the request; a
+  sample an operator skips (``on_error="skip"``) is reported and the others go on.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import traceback
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator of a chain: ``op.run_sample`` reads the values keyed ``inputs`` and
+    ``args`` (argument name, key) and stores its outputs under the keys ``outputs``."""
+
+    op: object
+    inputs: tuple[int, ...]
+    args: tuple[tuple[str, int], ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Define chain ``key``: ``steps`` is the pickle of a list of :class:`Step`."""
+
+    key: int
+    steps: bytes
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Run chain ``key`` for ``items``: (sample index, {key: value} of the values it takes
+    from outside the chain, one parameter per step). ``want``: the keys to send back."""
+
+    key: int
+    items: list
+    want: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SamplesDone:
+    """``results``: (sample index, the values of ``want``) of every sample that finished;
+    ``skipped``: (sample index, step, message) of those an operator skipped; ``failed``:
+    (sample index, step, exception or None, type name, message, traceback) of the first
+    failure, or None; ``seconds``/``counts``: per step, for the profiler."""
+
+    results: list
+    skipped: list
+    failed: tuple | None
+    seconds: list
+    counts: list
+
+
+class Server:
+    """The chains this process knows, by key."""
+
+    def __init__(self) -> None:
+        self.chains: dict[int, list[Step]] = {}
+
+    def handle(self, msg):
+        if isinstance(msg, Chain):
+            self.chains[msg.key] = pickle.loads(msg.steps)
+            return None
+        return self.run(self.chains[msg.key], msg.items, msg.want)
+
+    @staticmethod
+    def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:
+        from .errors import SampleSkipped
+
+        seconds, counts = [0.0] * len(steps), [0] * len(steps)
+        results, skipped = [], []
+        for index, values, params in items:
+            for s, step in enumerate(steps):
+                start = time.perf_counter()
+                try:
+                    out = step.op.run_sample(
+                        tuple(values[k] for k in step.inputs),
+                        {name: values[k] for name, k in step.args},
+                        params[s],
+                    )
+                except SampleSkipped as e:
+                    skipped.append((index, s, str(e)))
+                    break
+                except Exception as e:
+                    failed = (index, s, _portable(e), type(e).__name__, str(e))
+                    failed += ("".join(traceback.format_exception(e)),)
+                    return SamplesDone(results, skipped, failed, seconds, counts)
+                seconds[s] += time.perf_counter() - start
+                counts[s] += 1
+                if len(step.outputs) == 1:
+                    values[step.outputs[0]] = out[0] if isinstance(out, tuple) else out
+                else:
+                    for k, v in zip(step.outputs, out, strict=True):
+                        values[k] = v
+            else:
+                results.append((index, [values[k] for k in want]))
+        return SamplesDone(results, skipped, None, seconds, counts)
+
+
+def _portable(exc: Exception) -> Exception | None:
+    """``exc`` if it survives a pickle round trip (the pipeline raises it as its own), else
+    None (the pipeline raises a PipelineError with its type name and message)."""
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return None
+    return back if type(back) is type(exc) and str(back) == str(exc) else None
+
+
+def handler():
+    """The ``handle`` function of a sample server (see ``_ipc.server``)."""
+    return Server().handle

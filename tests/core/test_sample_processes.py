@@ -1,0 +1,175 @@
+"""Per-sample CPU operators in sample processes (``_sample_processes.py``): the same batches
+as with threads, the chain cut where it may be, failures and skips as the threads report
+them, and a fallback to threads where no process starts."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from audio_data import speech_like, to_pcm, write_wav
+
+from dlpipe import Pipeline, fn, types
+from dlpipe._ipc import process as ipc_process
+from dlpipe._sample_processes import plan
+from dlpipe.errors import PipelineError
+from dlpipe.options import RuntimeOptions
+
+pytestmark = pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory):
+    """Twelve WAVs of 0.3-1.5 s (16 and 22.05 kHz), silence at both ends, and a file list."""
+    root = str(tmp_path_factory.mktemp("speech"))
+    lines = []
+    for k in range(12):
+        rate = 16000 if k % 3 else 22050
+        n = int(rate * (0.3 + 0.1 * k))
+        x = speech_like(n, rate, seed=k, silence=rate // 10)
+        name = f"u{k:02d}.wav"
+        write_wav(os.path.join(root, name), to_pcm(x, 16), rate)
+        lines.append(f"{name} {k}")
+    with open(os.path.join(root, "list.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return root
+
+
+def jasper_like(root: str, processes: bool, train: bool = True, threads: int = 3, **kw):
+    """DLE Jasper's CPU part: read, speed perturbation by resampling, trimming, slicing."""
+    pipe = Pipeline(
+        batch_size=5,
+        num_threads=threads,
+        device_id=None,
+        seed=7,
+        runtime=RuntimeOptions(sample_processes=processes),
+    )
+    with pipe:
+        encoded, label = fn.readers.file(
+            file_root=root,
+            file_list=os.path.join(root, "list.txt"),
+            shuffle_after_epoch=True,
+            name="Reader",
+        )
+        rate = fn.random.uniform(range=[0.85, 1.15]) * 16000 if train else 16000
+        audio, sr = fn.decoders.audio(encoded, sample_rate=rate, dtype=types.FLOAT, downmix=True)
+        begin, length = fn.nonsilent_region(audio, cutoff_db=-60, **kw)
+        audio = fn.slice(audio, begin, length, axes=[0])
+        pipe.set_outputs(audio, label, sr, begin)
+    pipe.build()
+    return pipe
+
+
+def batches(pipe, n: int) -> list:
+    out = []
+    for _ in range(n):
+        out.append([[np.array(t) for t in x] for x in pipe.run()])
+    pipe.close()
+    return out
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_same_batches_as_threads(speech, train):
+    """Processes give every batch bit for bit as threads do (three iterations: 15 of the 12
+    files, so the second epoch's shuffle is in it too)."""
+    want = batches(jasper_like(speech, False, train), 3)
+    pipe = jasper_like(speech, True, train)
+    assert pipe._executor._sample_processes is not None  # the chain went to the processes
+    got = batches(pipe, 3)
+    for b_want, b_got in zip(want, got, strict=True):
+        for out_want, out_got in zip(b_want, b_got, strict=True):
+            for x, y in zip(out_want, out_got, strict=True):
+                assert x.dtype == y.dtype and x.shape == y.shape
+                np.testing.assert_array_equal(x, y)
+
+
+def test_plan_keeps_readers_and_random_numbers_local(speech):
+    pipe = jasper_like(speech, True)
+    pipe.build()
+    (local, run), *_ = pipe._executor._remote.values()
+    assert [n.op.schema for n in run.nodes] == ["decoders.audio", "nonsilent_region", "slice"]
+    assert all(n.op.schema in ("readers.file", "random.uniform") for n in local)
+    # sent back: the sliced audio, the rate and begin (outputs); not the untrimmed audio
+    assert len(run.gives) == 3
+    pipe.close()
+
+
+def test_no_process_for_light_chains(tmp_path):
+    """A run without a GIL-holding operator stays in threads (slice alone is a copy)."""
+    pipe = Pipeline(batch_size=2, num_threads=2, device_id=None)
+    with pipe:
+        x = fn.external_source(source=lambda: [np.arange(10, dtype=np.float32)] * 2, batch=True)
+        pipe.set_outputs(fn.slice(x, 2, 5, axes=[0]))
+    pipe.build()
+    assert pipe._executor._sample_processes is None
+    np.testing.assert_array_equal(np.array(pipe.run()[0])[0], np.arange(2, 7))
+    pipe.close()
+
+
+def test_plan_refuses_a_cut_the_first_part_would_wait_for():
+    """Nothing stays behind that takes a value the processes make."""
+
+    class Op:
+        def __init__(self, safe, gil=False):
+            self.process_safe, self.holds_gil, self.light, self.device = safe, gil, False, "cpu"
+
+    class Node:
+        def __init__(self, op, inputs, outputs):
+            self.op, self.inputs, self.outputs = op, inputs, outputs
+            self.arg_nodes, self.scope = {}, None
+
+    a, b, c = object(), object(), object()
+    decode = Node(Op(True, True), [a], [b])
+    unsafe = Node(Op(False), [b], [c])
+    assert plan([decode, unsafe], lambda dn, inside: True) == ([decode, unsafe], None)
+
+
+def test_failure_names_operator_sample_and_file(speech, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for k in range(3):
+        rate = 16000
+        write_wav(str(bad / f"ok{k}.wav"), to_pcm(speech_like(4000, rate, seed=k), 16), rate)
+    (bad / "broken.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk")
+    (bad / "list.txt").write_text("ok0.wav 0\nok1.wav 1\nbroken.wav 2\nok2.wav 3\n")
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=None, seed=1)
+    with pipe:
+        enc, _ = fn.readers.file(file_root=str(bad), file_list=str(bad / "list.txt"))
+        audio, _ = fn.decoders.audio(enc, dtype=types.FLOAT, downmix=True)
+        pipe.set_outputs(audio)
+    with pytest.raises(Exception) as info:
+        pipe.run()
+    message = str(info.value)
+    assert "decoders.audio" in message and "sample 2" in message and "broken.wav" in message
+    assert any("sample process" in note for note in getattr(info.value, "__notes__", []))
+    pipe.close()
+
+
+def test_falls_back_to_threads_with_one_warning(speech, monkeypatch):
+    def refuse():
+        raise ipc_process.HelperStartError("no interpreter here (test)")
+
+    want = batches(jasper_like(speech, False), 2)
+    monkeypatch.setattr(ipc_process, "python", refuse)
+    pipe = jasper_like(speech, True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = batches(pipe, 2)
+    starts = [w for w in caught if "no sample process could start" in str(w.message)]
+    assert len(starts) == 1 and "no interpreter here" in str(starts[0].message)
+    for b_want, b_got in zip(want, got, strict=True):
+        for x, y in zip(b_want[0], b_got[0], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_option_off_uses_threads(speech):
+    pipe = jasper_like(speech, False)
+    pipe.build()
+    assert pipe._executor._sample_processes is None
+    pipe.close()
+    with pytest.raises(ValueError):
+        RuntimeOptions.from_env({"DLPIPE_LANES": "x"})
+    assert not RuntimeOptions.from_env({"DLPIPE_SAMPLE_PROCESSES": "0"}).sample_processes
+    assert PipelineError  # the errors module is what the executor raises through
