@@ -4,10 +4,10 @@ processes that run it (their server: ``_sample_server.py``).
 The CPU stage runs a run of per-sample operators (``executor._run_samples``) on its thread
 pool. Where the run has operators that declare ``process_safe`` (their ``run_sample`` is a
 pure function of its inputs, arguments and parameters, and they pickle), :func:`plan` cuts it
-in two: the other operators (readers, random numbers, anything in a conditional's branch) run
-first, as before, in the pipeline's process; the process-safe ones then run in
-:class:`SampleProcesses`, each process taking whole samples through the chain. The cut is
-made only where none of the first part takes a value of the second.
+in three: the other operators (readers, random numbers, anything in a conditional's branch)
+run first, as before, in the pipeline's process; the process-safe ones then run in
+:class:`SampleProcesses`, each process taking whole samples through the chain; what takes
+their values and stays in the pipeline's process runs last.
 
 Invariants:
 
@@ -55,31 +55,40 @@ class RemoteRun:
     want: tuple[int, ...]
 
 
-def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None]:
-    """(the nodes that stay, the part for the sample processes or None) for a run ``nodes``.
+def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None, list[OpNode]]:
+    """(the nodes that run before, the part for the sample processes or None, the nodes that
+    run after) for a run ``nodes`` in graph order. The part takes every process-safe operator
+    that does not wait for one that stays after it; what stays runs before it unless it takes
+    one of its values (``fn.random.normal(audio)`` of the trimmed audio, say).
 
     ``used_outside(dn, inside)`` tells whether anything but the nodes whose ids are in
     ``inside`` takes ``dn`` (later operators, the GPU stage, the pipeline's outputs, a
     conditional's predicate).
     """
-    remote = [
-        n
-        for n in nodes
-        if getattr(n.op, "process_safe", False) and n.scope is None and n.op.device == "cpu"
-    ]
+    before: list[OpNode] = []
+    remote: list[OpNode] = []
+    after: list[OpNode] = []
+    made: set[DataNode] = set()  # by the part
+    later: set[DataNode] = set()  # by what runs after it
+    for n in nodes:
+        deps = (*n.inputs, *n.arg_nodes.values())
+        safe = getattr(n.op, "process_safe", False) and n.scope is None and n.op.device == "cpu"
+        if safe and not any(dn in later for dn in deps):
+            remote.append(n)
+            made.update(n.outputs)
+        elif any(dn in made or dn in later for dn in deps):
+            after.append(n)
+            later.update(n.outputs)
+        else:
+            before.append(n)
     if not any(n.op.holds_gil for n in remote):
-        return nodes, None
-    made = {dn for n in remote for dn in n.outputs}
-    local = [n for n in nodes if n not in remote]
-    for n in local:  # the first part must not wait for the second
-        if any(dn in made for dn in (*n.inputs, *n.arg_nodes.values())):
-            return nodes, None
+        return nodes, None, []
     keys: dict[DataNode, int] = {}
 
     def key(dn: DataNode) -> int:
         return keys.setdefault(dn, len(keys))
 
-    takes: dict[DataNode, int] = {}  # -> (node, key) pairs
+    takes: dict[DataNode, int] = {}  # -> (key, node) pairs
     steps = []
     for n in remote:
         for dn in (*n.inputs, *n.arg_nodes.values()):
@@ -96,13 +105,25 @@ def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | N
     try:
         blob = pickle.dumps(steps, protocol=5)
     except Exception:  # an operator holding something that does not pickle: threads it is
-        return nodes, None
+        return nodes, None, []
     inside = {id(n) for n in remote}
     gives = [dn for n in remote for dn in n.outputs if used_outside(dn, inside)]
     want = tuple(keys[dn] for dn in gives)
-    return local, RemoteRun(
-        next(_KEYS), remote, blob, [(k, dn) for dn, k in takes.items()], gives, want
-    )
+    run = RemoteRun(next(_KEYS), remote, blob, [(k, dn) for dn, k in takes.items()], gives, want)
+    return before, run, after
+
+
+def phases(nodes: list[OpNode], used_outside) -> list[list[OpNode] | RemoteRun] | None:
+    """A run ``nodes`` as phases in order: lists of nodes that stay in the pipeline's process,
+    and parts for the sample processes (:func:`plan`, again on what runs after each part: the
+    Jasper CPU chain is decode..slice, the dither, preemphasis..MFCC). None: no part."""
+    before, run, after = plan(nodes, used_outside)
+    if run is None:
+        return None
+    rest = phases(after, used_outside) if after else []
+    if after and rest is None:
+        rest = [after]
+    return [p for p in (before, run, *rest) if not isinstance(p, list) or p]
 
 
 class SampleProcesses:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ._conditionals import compact
 from ._ipc.process import HelperStartError
-from ._sample_processes import RemoteRun, SampleProcesses, plan
+from ._sample_processes import RemoteRun, SampleProcesses, phases
 from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode, Rows
@@ -299,16 +299,16 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
-        # The process-safe part of each run, by the run's id: (what stays, what goes)
-        self._remote: dict[int, tuple[list[OpNode], RemoteRun]] = {}
+        # Runs with process-safe parts, by the run's id: their phases (_sample_processes.phases)
+        self._remote: dict[int, list[list[OpNode] | RemoteRun]] = {}
         self._sample_processes = None
         if sample_processes > 0 and num_threads > 1:
             used = self._used_outside()
             for batch_level, nodes in self._segments:
                 if not batch_level:
-                    local, run = plan(nodes, used)
-                    if run is not None:
-                        self._remote[id(nodes)] = (local, run)
+                    parts = phases(nodes, used)
+                    if parts is not None:
+                        self._remote[id(nodes)] = parts
             if self._remote:
                 self._sample_processes = SampleProcesses(min(sample_processes, num_threads))
         # Readers that read ahead (``Operator.prefetch``): the stage draws each iteration's
@@ -696,10 +696,11 @@ class Executor:
                         vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
                     ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
             elif id(nodes) in self._remote:
-                local, run = self._remote[id(nodes)]
-                if local:
-                    self._run_samples(local, ws)
-                self._run_remote(run, ws)
+                for part in self._remote[id(nodes)]:
+                    if isinstance(part, RemoteRun):
+                        self._run_remote(part, ws)
+                    else:
+                        self._run_samples(part, ws)
             else:
                 self._run_samples(nodes, ws)
         return ws

@@ -13,7 +13,7 @@ from audio_data import speech_like, to_pcm, write_wav
 
 from dlpipe import Pipeline, fn, types
 from dlpipe._ipc import process as ipc_process
-from dlpipe._sample_processes import plan
+from dlpipe._sample_processes import RemoteRun, plan
 from dlpipe.errors import PipelineError
 from dlpipe.options import RuntimeOptions
 
@@ -88,8 +88,10 @@ def test_same_batches_as_threads(speech, train):
 def test_plan_keeps_readers_and_random_numbers_local(speech):
     pipe = jasper_like(speech, True)
     pipe.build()
-    (local, run), *_ = pipe._executor._remote.values()
+    (parts,) = pipe._executor._remote.values()
+    (run,) = [p for p in parts if isinstance(p, RemoteRun)]
     assert [n.op.schema for n in run.nodes] == ["decoders.audio", "nonsilent_region", "slice"]
+    local = [n for p in parts if not isinstance(p, RemoteRun) for n in p]
     assert all(n.op.schema in ("readers.file", "random.uniform") for n in local)
     # sent back: the sliced audio, the rate and begin (outputs); not the untrimmed audio
     assert len(run.gives) == 3
@@ -108,22 +110,40 @@ def test_no_process_for_light_chains(tmp_path):
     pipe.close()
 
 
-def test_plan_refuses_a_cut_the_first_part_would_wait_for():
-    """Nothing stays behind that takes a value the processes make."""
+class _Op:
+    def __init__(self, safe, gil=False):
+        self.process_safe, self.holds_gil, self.light, self.device = safe, gil, False, "cpu"
 
-    class Op:
-        def __init__(self, safe, gil=False):
-            self.process_safe, self.holds_gil, self.light, self.device = safe, gil, False, "cpu"
 
-    class Node:
-        def __init__(self, op, inputs, outputs):
-            self.op, self.inputs, self.outputs = op, inputs, outputs
-            self.arg_nodes, self.scope = {}, None
+class _Node:
+    def __init__(self, name, op, inputs, outputs):
+        self.name, self.op, self.inputs, self.outputs = name, op, inputs, outputs
+        self.arg_nodes, self.scope = {}, None
 
-    a, b, c = object(), object(), object()
-    decode = Node(Op(True, True), [a], [b])
-    unsafe = Node(Op(False), [b], [c])
-    assert plan([decode, unsafe], lambda dn, inside: True) == ([decode, unsafe], None)
+    def __repr__(self):
+        return self.name
+
+
+def test_plan_cuts_in_three():
+    """Before: what takes nothing of the part; the part: every process-safe operator that does
+    not wait for one that stays; after: the rest."""
+    a, b, c, d, e, f = (object() for _ in range(6))
+    read = _Node("read", _Op(False), [], [a])
+    decode = _Node("decode", _Op(True, True), [a], [b])
+    noise = _Node("noise", _Op(False), [b], [c])  # random.normal(audio): stays, after
+    trim = _Node("trim", _Op(True), [b], [d])  # safe, takes only the part's value
+    mix = _Node("mix", _Op(True), [d, c], [e])  # safe but waits for noise: after
+    coin = _Node("coin", _Op(False), [], [f])  # takes nothing: before
+    before, run, after = plan([read, decode, noise, trim, mix, coin], lambda dn, inside: True)
+    assert (before, run.nodes, after) == ([read, coin], [decode, trim], [noise, mix])
+    assert [dn for _, dn in run.takes] == [a]
+    assert run.gives == [b, d]
+
+
+def test_plan_needs_an_operator_that_holds_the_gil():
+    a, b = object(), object()
+    nodes = [_Node("slice", _Op(True), [a], [b])]
+    assert plan(nodes, lambda dn, inside: True) == (nodes, None, [])
 
 
 def test_failure_names_operator_sample_and_file(speech, tmp_path):
@@ -173,3 +193,48 @@ def test_option_off_uses_threads(speech):
         RuntimeOptions.from_env({"DLPIPE_LANES": "x"})
     assert not RuntimeOptions.from_env({"DLPIPE_SAMPLE_PROCESSES": "0"}).sample_processes
     assert PipelineError  # the errors module is what the executor raises through
+
+
+def test_feature_chain_on_the_cpu(speech):
+    """DLE Jasper with ``--dali_device cpu``: the dither (a random number of the trimmed audio)
+    stays in the pipeline's process between two parts; the features are the threads'."""
+
+    def build(processes: bool):
+        pipe = Pipeline(
+            batch_size=4,
+            num_threads=2,
+            device_id=None,
+            seed=3,
+            runtime=RuntimeOptions(sample_processes=processes),
+        )
+        with pipe:
+            enc, label = fn.readers.file(
+                file_root=speech, file_list=os.path.join(speech, "list.txt")
+            )
+            audio, _ = fn.decoders.audio(enc, dtype=types.FLOAT, downmix=True, sample_rate=16000)
+            begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+            audio = fn.slice(audio, begin, length, axes=[0])
+            audio = audio + fn.random.normal(audio) * 1e-5
+            audio = fn.preemphasis_filter(audio)
+            spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+            mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True)
+            db = fn.to_decibels(mel, multiplier=np.log(10), reference=1.0, cutoff_db=-46)
+            pipe.set_outputs(fn.normalize(db, axes=[1]), fn.mfcc(db), label)
+        pipe.build()
+        return pipe
+
+    pipe = build(True)
+    (run_phases,) = pipe._executor._remote.values()
+    schemas = [p.nodes if isinstance(p, RemoteRun) else p for p in run_phases]
+    schemas = [[n.op.schema for n in p] for p in schemas]
+    assert schemas == [
+        ["decoders.audio", "nonsilent_region", "slice"],  # (the reader is batch-level here)
+        ["random.normal", "_arithmetic_generic_op"],
+        ["preemphasis_filter", "spectrogram", "mel_filter_bank", "to_decibels", "mfcc"],
+        ["normalize"],
+    ]
+    assert [isinstance(p, RemoteRun) for p in run_phases] == [True, False, True, False]
+    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
+        for out_want, out_got in zip(want, got, strict=True):
+            for x, y in zip(out_want, out_got, strict=True):
+                np.testing.assert_array_equal(x, y)
