@@ -22,13 +22,14 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
-from ._sample_server import Chain, Samples, SamplesDone, Step
+from ._sample_server import Chain, Samples, SamplesDone, Step, unpack
 from .graph import DataNode, OpNode
 
 _KEYS = itertools.count(1)
@@ -126,8 +127,12 @@ def phases(nodes: list[OpNode], used_outside) -> list[list[OpNode] | RemoteRun] 
     return [p for p in (before, run, *rest) if not isinstance(p, list) or p]
 
 
+REPLY_BYTES = 64 << 20  # each process's memfd for its replies' arrays; larger ones use the pipe
+
+
 class SampleProcesses:
-    """``count`` sample processes, started on first use.
+    """``count`` sample processes, started on first use, each with a memfd of
+    ``REPLY_BYTES`` for its replies' arrays (only the pages a reply touches take memory).
 
     Raises (from :meth:`run`):
         HelperStartError: they cannot be started here; the caller runs the chain in threads.
@@ -136,24 +141,41 @@ class SampleProcesses:
     def __init__(self, count: int):
         self.count = max(1, count)
         self._helpers: list[HelperProcess] | None = None
+        self._memory: list = []  # each helper's memfd, mapped
         self._known: set[int] = set()
 
     def _start(self) -> list[HelperProcess]:
         if self._helpers is not None and any(h.failure for h in self._helpers):
             self.stop()  # one failed (a Ctrl-C cut a request in half, it died): start afresh
         if self._helpers is None:
-            helpers = []
+            import mmap
+
+            helpers, memory = [], []
             try:
                 for _ in range(self.count):
-                    helpers.append(
-                        HelperProcess("sample process", "dlpipe._sample_server", path=True)
-                    )
+                    fd = os.memfd_create("dlpipe-samples", os.MFD_CLOEXEC)
+                    try:
+                        os.ftruncate(fd, REPLY_BYTES)
+                        memory.append(mmap.mmap(fd, REPLY_BYTES))
+                        helpers.append(
+                            HelperProcess(
+                                "sample process",
+                                "dlpipe._sample_server",
+                                {"fd": fd, "size": REPLY_BYTES},
+                                path=True,
+                                pass_fds=(fd,),
+                            )
+                        )
+                    finally:
+                        os.close(fd)  # the mapping and the helper's copy keep it
                 for h in helpers:
                     h.wait_ready()
             except HelperStartError:
                 stop_all(helpers)
+                for m in memory:
+                    m.close()
                 raise
-            self._helpers = helpers
+            self._helpers, self._memory = helpers, memory
         return self._helpers
 
     def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
@@ -176,9 +198,9 @@ class SampleProcesses:
         for h, part in zip(used, bins, strict=True):
             h.submit(Samples(run.key, part, run.want))
         done, error = [], None
-        for h in used:  # every reply is read, so the pipes stay in step
+        for h, memory in zip(used, self._memory, strict=False):  # every reply is read
             try:
-                done.append(h.result())
+                done.append(unpack(h.result(), memory))
             except HelperError as e:
                 error = error or e
         if error is not None:
@@ -190,6 +212,9 @@ class SampleProcesses:
             stop_all(self._helpers)
             self._helpers = None
             self._known.clear()
+        for m in self._memory:
+            m.close()
+        self._memory = []
 
 
 def _nbytes(item) -> int:

@@ -17,6 +17,13 @@ Messages:
   takes from outside the chain and each step's parameters (drawn by the pipeline), and send
   back the values the rest of the graph takes. The first failing sample ends the request; a
   sample an operator skips (``on_error="skip"``) is reported and the others go on.
+
+The reply's arrays do not travel on the pipe: pickled out of band (protocol 5), their bytes go
+into the process's memfd (shared with the pipeline, which copies them out before its next
+request), and the pipe carries the rest of the pickle and where each buffer lies
+(:class:`Packed`). A pipe moves 64 KiB a read, and every read is a GIL hand-over in the
+pipeline's process: 16 MB of audio a batch were some 250 of them (BENCHMARKS.md, "Speech:
+per-sample chains in processes").
 """
 
 from __future__ import annotations
@@ -70,17 +77,59 @@ class SamplesDone:
     counts: list
 
 
-class Server:
-    """The chains this process knows, by key."""
+@dataclass(frozen=True)
+class Packed:
+    """A reply whose buffers lie in the memfd: ``data`` is its pickle (protocol 5) less the
+    buffers, ``spans`` the (offset, size) of each buffer, in the pickle's order."""
 
-    def __init__(self) -> None:
+    data: bytes
+    spans: list
+
+
+def pack(reply: object, memory) -> object:
+    """``reply`` as :class:`Packed` with its buffers written into ``memory`` (an mmap), or
+    ``reply`` itself when they do not fit."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(reply, protocol=5, buffer_callback=buffers.append)
+    spans, pos = [], 0
+    for buf in buffers:
+        raw = buf.raw()
+        end = pos + raw.nbytes
+        if end > len(memory):
+            return reply
+        memory[pos:end] = raw
+        spans.append((pos, raw.nbytes))
+        pos = (end + 63) & ~63
+    return Packed(data, spans)
+
+
+def unpack(reply: object, memory) -> object:
+    """The reply :func:`pack` made, its buffers copied out of ``memory`` (writable arrays that
+    outlive the next request)."""
+    if not isinstance(reply, Packed):
+        return reply
+    view = memoryview(memory)
+    try:
+        buffers = [bytearray(view[o : o + n]) for o, n in reply.spans]
+    finally:
+        view.release()
+    return pickle.loads(reply.data, buffers=buffers)
+
+
+class Server:
+    """The chains this process knows, by key, and the memfd its replies' buffers go to."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        import mmap
+
         self.chains: dict[int, list[Step]] = {}
+        self.memory = mmap.mmap(fd, size)
 
     def handle(self, msg):
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
-        return self.run(self.chains[msg.key], msg.items, msg.want)
+        return pack(self.run(self.chains[msg.key], msg.items, msg.want), self.memory)
 
     @staticmethod
     def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:
@@ -126,6 +175,7 @@ def _portable(exc: Exception) -> Exception | None:
     return back if type(back) is type(exc) and str(back) == str(exc) else None
 
 
-def handler():
-    """The ``handle`` function of a sample server (see ``_ipc.server``)."""
-    return Server().handle
+def handler(fd: int, size: int):
+    """The ``handle`` function of a sample server whose replies' buffers go to the memfd
+    ``fd`` of ``size`` bytes (see ``_ipc.server``)."""
+    return Server(fd, size).handle

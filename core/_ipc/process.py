@@ -99,6 +99,20 @@ def _find_python(base: str) -> tuple[str, str]:
     )
 
 
+PIPE_BYTES = 1 << 20  # Linux's default limit for a pipe's buffer without privileges
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe of ``fd`` a 1 MiB buffer (64 KiB by default), where the system lets us:
+    a large frame then moves in a few reads, each a GIL hand-over on the reading side."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
 _PIPES: set[int] = set()  # the pipe ends of every running helper, which a forked child drops
 
 
@@ -155,6 +169,8 @@ class HelperProcess:
         self.interrupted = False  # the failure was a request cut in half in this process
         to_server, self._w = os.pipe()
         self._r, from_server = os.pipe()
+        _widen(self._w)
+        _widen(self._r)
         try:
             self._proc = subprocess.Popen(
                 [self.executable, "-I", "-S", _BOOT],

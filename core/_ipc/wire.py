@@ -30,15 +30,21 @@ def write(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_exactly(fd: int, n: int) -> bytes:
-    parts, got = [], 0
+def _read_exactly(fd: int, n: int) -> bytes | bytearray:
+    first = os.read(fd, n)
+    if len(first) == n:
+        return first
+    if not first:
+        raise EOFError("the other process closed the pipe")
+    buf = bytearray(n)  # the rest straight into one buffer: no parts to join
+    buf[: len(first)] = first
+    view, got = memoryview(buf), len(first)
     while got < n:
-        part = os.read(fd, n - got)
-        if not part:
+        more = os.readv(fd, [view[got:]])
+        if not more:
             raise EOFError("the other process closed the pipe")
-        parts.append(part)
-        got += len(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        got += more
+    return buf
 
 
 def read(fd: int) -> tuple[object, int]:

@@ -238,3 +238,35 @@ def test_feature_chain_on_the_cpu(speech):
         for out_want, out_got in zip(want, got, strict=True):
             for x, y in zip(out_want, out_got, strict=True):
                 np.testing.assert_array_equal(x, y)
+
+
+def test_reply_buffers_travel_in_shared_memory():
+    """pack() puts the reply's arrays in the memfd (the pipe carries only the rest), unpack()
+    gives writable copies; a reply too large for the memory travels whole."""
+    import mmap
+
+    from dlpipe._sample_server import Packed, SamplesDone, pack, unpack
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.random(n, dtype=np.float32) for n in (1000, 17, 4096)]
+    reply = SamplesDone([(i, [a]) for i, a in enumerate(arrays)], [], None, [0.0], [3])
+    memory = mmap.mmap(-1, 1 << 16)
+    packed = pack(reply, memory)
+    assert isinstance(packed, Packed) and len(packed.data) < 2000
+    back = unpack(packed, memory)
+    memory[:] = bytes(len(memory))  # the next request overwrites the memory: copies stay
+    for (_, (got,)), want in zip(back.results, arrays, strict=True):
+        np.testing.assert_array_equal(got, want)
+        got[0] = 1  # writable
+    assert pack(reply, mmap.mmap(-1, 4096)) is reply  # too large: on the pipe
+
+
+def test_batches_larger_than_the_shared_memory(speech, monkeypatch):
+    import dlpipe._sample_processes as sp
+
+    want = batches(jasper_like(speech, False), 2)
+    monkeypatch.setattr(sp, "REPLY_BYTES", 4096)
+    got = batches(jasper_like(speech, True), 2)
+    for b_want, b_got in zip(want, got, strict=True):
+        for x, y in zip(b_want[0], b_got[0], strict=True):
+            np.testing.assert_array_equal(x, y)
