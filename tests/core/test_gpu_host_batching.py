@@ -1,0 +1,101 @@
+"""The host side of GPU operators' batching, run against the stand-in CuPy of ``ci/fake_cupy``
+(arrays are metadata, kernels and copies only counted): the external source's batched device
+copy and the descriptors it uploads. Skipped where a real CuPy is installed (the stand-in would
+shadow it); tests/gpu checks the same paths on a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FAKE = Path(__file__).resolve().parents[2] / "ci" / "fake_cupy"
+_SHADOWED = ("cupy", "cupyx", "dlpipe.tensors_gpu")
+
+
+def _shadowed(name: str) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in _SHADOWED)
+
+
+def _clear_kernel_caches() -> None:
+    """Forget compiled kernels (memoised per process): each test's stand-in module counts its
+    own launches."""
+    for name, mod in list(sys.modules.items()):
+        if name == "dlpipe.kernels" or name.startswith("dlpipe.kernels."):
+            for attr in list(vars(mod).values()):
+                if callable(getattr(attr, "cache_clear", None)):
+                    attr.cache_clear()
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("a real CuPy is installed")
+    saved = {k: v for k, v in sys.modules.items() if _shadowed(k)}
+    for k in saved:
+        del sys.modules[k]
+    monkeypatch.syspath_prepend(str(FAKE))
+    import cupy
+
+    cupy.COUNTS.clear()
+    _clear_kernel_caches()
+    yield cupy
+    _clear_kernel_caches()
+    for k in [k for k in sys.modules if _shadowed(k)]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def _capture_uploads(monkeypatch, module):
+    """The host arrays ``module.upload`` sends, in order."""
+    sent = []
+    real = module.upload
+
+    def upload(host, stream):
+        sent.append(np.array(host))
+        return real(host, stream)
+
+    monkeypatch.setattr(module, "upload", upload)
+    return sent
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_device_source_batch_is_one_copy_launch(fake_cupy, monkeypatch, ragged):
+    import dlpipe.kernels.copy as kcopy
+    from dlpipe.kernels.copy import CHUNK
+    from dlpipe.operators._copy import _copy_on_device
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kcopy)
+    shapes = [(5 + 3 * i * ragged, 7, 3) for i in range(4)]
+    samples = [cupy.ndarray(s, np.float32) for s in shapes]
+    strided = cupy.ndarray((5 + 3 * ragged, 7, 3), np.float32, strides=(168 * 2, 24, 4))
+    samples[1] = strided
+    out = _copy_on_device(samples, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == [tuple(a.shape) for a in samples]
+    assert (out.dense is not None) == (not ragged)
+    assert cupy.COUNTS["launch:copy_rows"] == 1
+    assert cupy.COUNTS["copy_kernel"] == 1  # the strided sample made contiguous first
+    (descs,) = sent
+    assert descs["dst"].tolist() == out.ptrs.astype(np.int64).tolist()
+    nbytes = [int(np.prod(a.shape)) * 4 for a in samples]
+    assert descs["total"].tolist() == nbytes
+    assert descs["row_bytes"].tolist() == [CHUNK] * 4  # contiguous: cut in CHUNK rows
+    # the contiguous samples are read where they are; the strided one from its copy
+    assert [descs["src"][i] == samples[i].data.ptr for i in range(4)] == [1, 0, 1, 1]
+    # samples of a ragged batch do not overlap
+    ends = out.ptrs.astype(np.int64) + np.array(nbytes)
+    assert (ends[:-1] <= out.ptrs.astype(np.int64)[1:]).all()
+
+
+def test_device_source_rejects_mixed_batches(fake_cupy):
+    from dlpipe.operators._copy import _copy_on_device
+
+    cupy = fake_cupy
+    with pytest.raises(TypeError, match="mixed dtypes"):
+        _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2,), np.float32)], None)
+    with pytest.raises(ValueError, match="one number of dimensions"):
+        _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2, 2), np.uint8)], None)
