@@ -18,10 +18,6 @@ import numpy as np
 from ..errors import ArgumentError
 
 
-def _keep_shape(shape, axes) -> tuple[int, ...]:
-    return tuple(1 if d in axes else int(e) for d, e in enumerate(shape))
-
-
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
     x = SimpleNamespace(ndim=len(shape), shape=tuple(int(v) for v in shape))
     v = op._given(args, name, x)
@@ -45,8 +41,11 @@ def normalize_gpu(op, samples, args: dict, stream):
     if n == 0:
         return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
     ndim = s.shapes.shape[1]
-    uniform = not args and s.is_uniform()
-    if uniform:  # no per-sample arguments, one shape: the same parameters for every sample
+    # No per-sample arguments, and one shape or parameters that are scalars (or computed):
+    # the same parameters for every sample, checked and uploaded once.
+    scalars = all(p is None or p.ndim == 0 for p in (op.mean, op.stddev))
+    uniform = not args and (scalars or s.is_uniform())
+    if uniform:
         means = [_host_param(op, {}, "mean", s.shapes[0])] * n
         devs = [_host_param(op, {}, "stddev", s.shapes[0])] * n
     else:
@@ -56,21 +55,14 @@ def normalize_gpu(op, samples, args: dict, stream):
     if op.batch:
         axes = op._reduced_axes(ndim, ())
         kept = [d for d in range(ndim) if d not in axes]
-        if len({tuple(sh[kept]) for sh in s.shapes}) > 1:
+        if (s.shapes[:, kept] != s.shapes[0, kept]).any():
             raise ArgumentError(
                 f"{op.schema}: batch=True needs equal extents in the non-reduced axes {kept}; "
                 f"got shapes {s.shape_list()}"
             )
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
-    if uniform:
-        keep = np.tile(np.array(_keep_shape(s.shapes[0], axes), np.int64), (n, 1))
-        counts = np.full(n, int(np.prod(s.shapes[0][list(axes)])) if axes else 1, np.int64)
-    else:
-        keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
-        counts = np.array(
-            [int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64
-        )
+    keep, counts = _keep_and_counts(s.shapes, axes)
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
@@ -142,6 +134,15 @@ def normalize_gpu(op, samples, args: dict, stream):
     # launch; CuPy's pool reuses their memory only for later work on this stream, so the
     # kernel has read them by then.
     return out
+
+
+def _keep_and_counts(shapes: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample of ``shapes`` (N, ndim): the statistics' shape (the reduced ``axes`` of
+    extent 1) and the number of elements each statistic reduces."""
+    axes = list(axes)
+    keep = np.array(shapes, np.int64)
+    keep[:, axes] = 1
+    return keep, np.prod(shapes[:, axes], axis=1, dtype=np.int64)
 
 
 def _upload(params: list, uniform: bool, n: int, stream) -> tuple:

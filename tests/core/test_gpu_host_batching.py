@@ -99,3 +99,29 @@ def test_device_source_rejects_mixed_batches(fake_cupy):
         _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2,), np.float32)], None)
     with pytest.raises(ValueError, match="one number of dimensions"):
         _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2, 2), np.uint8)], None)
+
+
+def test_normalize_scalar_parameters_of_a_ragged_batch_go_up_once(fake_cupy, monkeypatch):
+    import dlpipe.kernels as kernels
+    from dlpipe.kernels.normalize import NORM_DESC
+    from dlpipe.operators._normalize_gpu import normalize_gpu
+    from dlpipe.operators.normalize import Normalize
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kernels)
+    monkeypatch.setattr("dlpipe.kernels.normalize.upload", kernels.upload)
+    shapes = [(4 + i, 5, 3) for i in range(5)]
+    batch = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    op = Normalize(mean=118.0, stddev=57.0, scale=2.0)
+    op.output_layouts(["HWC"])
+    out = normalize_gpu(op, batch, {}, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    mean, dev, descs = sent
+    np.testing.assert_array_equal(mean, [118.0])
+    np.testing.assert_array_equal(dev, [57.0])
+    d = descs.view(NORM_DESC)
+    assert len(set(d["mean_ptr"].tolist())) == len(set(d["dev_ptr"].tolist())) == 1
+    assert (d["mean_strides"] == 0).all() and (d["dev_strides"] == 0).all()
+    assert d["count"].tolist() == [int(np.prod(sh)) for sh in shapes]
+    assert d["shape"][:, :3].tolist() == [list(sh) for sh in shapes]
