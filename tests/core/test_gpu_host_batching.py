@@ -125,3 +125,19 @@ def test_normalize_scalar_parameters_of_a_ragged_batch_go_up_once(fake_cupy, mon
     assert (d["mean_strides"] == 0).all() and (d["dev_strides"] == 0).all()
     assert d["count"].tolist() == [int(np.prod(sh)) for sh in shapes]
     assert d["shape"][:, :3].tolist() == [list(sh) for sh in shapes]
+
+
+def test_ragged_output_layout_is_memoised_and_aligned(fake_cupy):
+    from dlpipe.kernels import _batch
+
+    shapes = np.array([[3, 5, 3], [7, 2, 3], [1, 1, 1]], np.int64)
+    first = _batch.alloc_batch(shapes, np.float32, 0)
+    second = _batch.alloc_batch(shapes.copy(), np.float32, 0)
+    offsets = (first.ptrs - first.ptrs[0]).tolist()
+    assert offsets == (second.ptrs - second.ptrs[0]).tolist() == [0, 256, 512]
+    assert first.owners is not second.owners  # fresh device memory each time
+    assert first.strides.tolist() == [[15, 3, 1], [6, 3, 1], [1, 1, 1]]
+    first.strides[0, 0] = 99  # a batch's own arrays: the memo is unaffected
+    assert _batch.alloc_batch(shapes, np.float32, 0).strides[0, 0] == 15
+    big = _batch.alloc_batch(np.array([[20, 20, 3], [1, 1, 1]]), np.float32, 0)
+    assert (big.ptrs - big.ptrs[0]).tolist() == [0, 4864]  # 4800 bytes, to 256-byte steps
