@@ -138,7 +138,6 @@ def blur_batch(inputs, start, axes, channels, plan, sets, out_dtype, stream=None
     ne = len(el["sample"])
     if not ne:
         return out
-    dev_windows = upload(plan.flat, stream)
     size = el["size"][el["sample"]]
     chan = el["channels"][el["sample"]]
     tmp = [cupy.empty(int((size.prod(axis=1) * chan).sum()), acc) for _ in range(min(axes - 1, 2))]
@@ -153,7 +152,13 @@ def blur_batch(inputs, start, axes, channels, plan, sets, out_dtype, stream=None
         axes,
         plan.offs[np.asarray(sets, np.int64)],
     )
-    dev = upload(descs.view(np.uint8), stream)
+    # descriptors and taps in one upload: the taps after the descriptors (16-byte aligned)
+    head = descs.view(np.uint8)
+    host = np.empty(head.size + plan.flat.nbytes, np.uint8)
+    host[: head.size] = head
+    host[head.size :] = plan.flat.view(np.uint8)
+    dev = upload(host, stream)
+    dev_windows = dev[head.size :]
     max_wc = int((size[:, 2] * chan).max())
     max_h = int(size[:, 1].max())
     block = (32, 8, 1)

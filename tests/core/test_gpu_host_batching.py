@@ -141,3 +141,24 @@ def test_ragged_output_layout_is_memoised_and_aligned(fake_cupy):
     assert _batch.alloc_batch(shapes, np.float32, 0).strides[0, 0] == 15
     big = _batch.alloc_batch(np.array([[20, 20, 3], [1, 1, 1]]), np.float32, 0)
     assert (big.ptrs - big.ptrs[0]).tolist() == [0, 4864]  # 4800 bytes, to 256-byte steps
+
+
+def test_blur_uploads_descriptors_and_taps_once(fake_cupy, monkeypatch):
+    import dlpipe.kernels.gaussian_blur as kblur
+    from dlpipe.operators._blur_plan import batch_plan
+    from dlpipe.operators.gaussian_blur import GaussianBlur
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kblur)
+    batch = SampleList.from_arrays([cupy.ndarray((9 + i, 7, 3), np.uint8) for i in range(4)])
+    op = GaussianBlur(sigma=1.5)
+    op.output_layouts(["HWC"])
+    plan, sets = batch_plan(op, {}, 4, 2)
+    out = kblur.blur_batch(batch, 0, 2, True, plan, sets, np.uint8, stream=cupy.cuda.Stream())
+    assert out.shapes.tolist() == batch.shapes.tolist()
+    (host,) = sent
+    head = 2 * 4 * kblur.BLUR_DESC.itemsize  # two passes of four samples
+    descs = host[:head].view(kblur.BLUR_DESC)
+    np.testing.assert_array_equal(host[head:].view(np.float32), plan.flat)
+    assert descs["win_size"].tolist() == [11] * 8 and cupy.COUNTS["launch"] == 2
