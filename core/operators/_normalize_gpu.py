@@ -64,6 +64,9 @@ def normalize_gpu(op, samples, args: dict, stream):
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
     keep, counts = _keep_and_counts(s.shapes, axes)
 
+    # the given statistics (mean, then deviation) go up in one copy
+    given = iter(_upload([p for p in (means, devs) if p[0] is not None], uniform, n, stream))
+
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
         if op.batch:
@@ -79,7 +82,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             mean_batch = reduce_batch(s, axes, "mean", np.float32, keep, norms, 0.0, stream=stream)
             mean_ptrs, mean_shapes = mean_batch.ptrs, keep
     else:
-        mean_buf, mean_ptrs, mean_shapes = _upload(means, uniform, n, stream)
+        mean_buf, mean_ptrs, mean_shapes = next(given)
         mean_batch = None
 
     # --- the deviation ---------------------------------------------------------------------------
@@ -111,7 +114,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             dev_ptrs = sumsq.ptrs
     else:
         dev_is_sumsq = False
-        dev_buf, dev_ptrs, dev_shapes = _upload(devs, uniform, n, stream)
+        dev_buf, dev_ptrs, dev_shapes = next(given)
 
     out = normalize_apply_batch(
         s,
@@ -145,16 +148,24 @@ def _keep_and_counts(shapes: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
     return keep, np.prod(shapes[:, axes], axis=1, dtype=np.int64)
 
 
-def _upload(params: list, uniform: bool, n: int, stream) -> tuple:
-    """Per-sample float32 parameters in one device buffer: (buffer, addresses, shapes); one
-    copy pointed at by every sample when they are all the same (``uniform``)."""
+def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
+    """Per-sample float32 parameters (``groups``: lists of one array per sample) in one device
+    buffer: per group (buffer, addresses, shapes). With ``uniform`` every sample has the same
+    parameters: one copy each, pointed at by every sample."""
     from ..kernels.normalize import upload_params
 
-    if uniform:
-        buf, ptrs = upload_params(params[:1], np.float32, stream)
-        return buf, np.full(n, ptrs[0], np.uint64), np.tile(params[0].shape, (n, 1))
-    buf, ptrs = upload_params(params, np.float32, stream)
-    return buf, ptrs, np.array([p.shape for p in params], np.int64)
+    if not groups:
+        return []
+    chosen = [g[:1] if uniform else g for g in groups]
+    buf, ptrs = upload_params([p for g in chosen for p in g], np.float32, stream)
+    out, k = [], 0
+    for g in chosen:
+        p, k = ptrs[k : k + len(g)], k + len(g)
+        if uniform:
+            out.append((buf, np.full(n, p[0], np.uint64), np.tile(g[0].shape, (n, 1))))
+        else:
+            out.append((buf, p, np.array([q.shape for q in g], np.int64)))
+    return out
 
 
 def _views(cupy, buf, ptrs, shapes, device_id):
