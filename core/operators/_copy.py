@@ -119,7 +119,8 @@ def _copy_on_device(samples: list, stream):
         # the contiguous copies are freed on return: CuPy's pool hands their memory only to
         # later work on this stream, after the kernel has read them
         src = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in samples]
-        out = alloc_batch([a.shape for a in samples], samples[0].dtype, samples[0].device.id)
+        device = cupy.cuda.Device().id  # the pipeline's (current), wherever the source's are
+        out = alloc_batch([a.shape for a in samples], samples[0].dtype, device)
     nbytes = np.array([a.nbytes for a in src], np.int64)
     ptrs = np.array([a.data.ptr for a in src], np.int64)
     descs = copy_descriptors(ptrs, out.ptrs.view(np.int64), nbytes, nbytes, 1)
