@@ -127,11 +127,14 @@ def load_images(n: int, lo: int, hi: int) -> list:
 # --- the user code (one script for both libraries) ------------------------------------------------
 
 
-def build_pipeline(lib: str, cell: str, images: list, device: str, batch: int, fixed: bool):
+def build_pipeline(
+    lib: str, cell: str, images: list, device: str, batch: int, fixed: bool, **pipe_kwargs
+):
     """The cell's pipeline for ``lib``, fed ``images`` (CuPy arrays for ``device="gpu"``,
     numpy for "cpu") at every iteration. ``fixed``: the per-sample random arguments come from
     an ``external_source`` of fixed values instead of ``fn.random.uniform`` (the value check:
-    both libraries then see the same arguments)."""
+    both libraries then see the same arguments). ``pipe_kwargs`` go to the pipeline
+    (``ci/gpu_host_model.py --graph ops`` runs the cells synchronously)."""
     import numpy as np
 
     if lib == "dali":
@@ -186,6 +189,7 @@ def build_pipeline(lib: str, cell: str, images: list, device: str, batch: int, f
         num_threads=THREADS,
         device_id=0 if device == "gpu" else None,
         seed=12,
+        **pipe_kwargs,
     )
 
 

@@ -4,6 +4,11 @@ TrivialAugment Wide through conditionals, crop_mirror_normalize) run by dlpipe's
 against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and allocations.
 
     python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile]
+    python3 ci/gpu_host_model.py --graph ops --cells source,blur,slice-rel,norm-fixed
+
+``--graph ops`` runs instead the cells of ``ci/bench_dali_ops.py`` (its pipelines, an
+``external_source(device="gpu")`` of 64 ragged 400-640 px images, then one operator), one
+after the other.
 
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
 spends enqueueing, whatever the GPU does), the host time of each operator's ``run_batch``, and
@@ -61,14 +66,26 @@ def build(aug: str, batch: int):
     return pipe
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment"], default="autoaugment")
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--profile", action="store_true", help="cProfile of the GPU stage")
-    args = ap.parse_args()
-    pipe = build(args.aug, args.batch)
+def build_ops(cell: str):
+    """The ``ci/bench_dali_ops.py`` cell's dlpipe pipeline on stand-in CuPy arrays of the
+    bench's image shapes, run synchronously."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_dali_ops
+
+    batch, lo, hi = bench_dali_ops.sizes(cpu=False)
+    dtype = np.dtype(bench_dali_ops.CELLS[cell][2])
+    shapes = [im.shape for im in bench_dali_ops.load_images(batch, lo, hi)]
+    images = [cupy.ndarray(shape, dtype) for shape in shapes]
+    pipe = bench_dali_ops.build_pipeline("dlpipe", cell, images, "gpu", batch, fixed=False,
+                                         exec_async=False, exec_pipelined=False,
+                                         prefetch_queue_depth=1)  # fmt: skip
+    pipe.build()
+    return pipe
+
+
+def measure(pipe, name: str, iters: int, profile: bool) -> None:
+    """Run ``pipe`` ``iters`` times (after 3 warm-up runs) and print its GPU stage's host
+    time, its counts and its operators' times."""
     stage = pipe._executor.gpu_stage
     spent: list[float] = []
     op_time: collections.Counter = collections.Counter()
@@ -105,12 +122,13 @@ def main() -> None:
     op_time.clear()
     op_calls.clear()
     cupy.COUNTS.clear()
-    if args.profile:
+    if profile:
         prof[0] = cProfile.Profile()
-    for _ in range(args.iters):
+    for _ in range(iters):
         pipe.run()
-    k = args.iters
-    print(f"{args.aug}, batch {args.batch}: GPU stage host CPU ms/batch: "
+    type(stage).__call__ = call
+    k = iters
+    print(f"{name}: GPU stage host CPU ms/batch: "
           f"median {1e3 * np.median(spent):.2f}, mean {1e3 * np.mean(spent):.2f}")  # fmt: skip
     counts = {n: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" not in n}
     print("per batch:", counts)
@@ -124,6 +142,24 @@ def main() -> None:
         out = io.StringIO()
         pstats.Stats(prof[0], stream=out).sort_stats("tottime").print_stats(30)
         print(out.getvalue())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graph", choices=["efficientnet", "ops"], default="efficientnet")
+    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment"], default="autoaugment")
+    ap.add_argument("--cells", default="source,source-f32,blur,blur-rand,slice-rel,slice-rand,"
+                    "norm-fixed,norm-axes", help="--graph ops: bench_dali_ops cells")  # fmt: skip
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--profile", action="store_true", help="cProfile of the GPU stage")
+    args = ap.parse_args()
+    if args.graph == "ops":
+        for cell in args.cells.split(","):
+            measure(build_ops(cell), cell, args.iters, args.profile)
+        return
+    pipe = build(args.aug, args.batch)
+    measure(pipe, f"{args.aug}, batch {args.batch}", args.iters, args.profile)
 
 
 if __name__ == "__main__":

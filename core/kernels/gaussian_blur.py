@@ -31,55 +31,90 @@ def _get_blur_kernel(in_dtype, out_dtype, acc_dtype, device_id: int):
     return get_function("gaussian_blur.cu", expr, device_id)
 
 
-def blur_elements(shapes, strides, start: int, axes: int, channels: bool):
-    """Per element (each index of the leading ``start`` axes of each sample): (sample, element
-    offset in input elements, element number within the sample), and per sample the data
-    extents (d, h, w; 1 where absent), the input strides of those axes and the channel count."""
-    elems, geo = [], []
-    for i, (shape, st) in enumerate(zip(shapes, strides, strict=True)):
-        shape = [int(v) for v in shape]
-        st = [int(v) for v in st]
-        lead = shape[:start]
-        data = shape[start : start + axes]
-        dst = st[start : start + axes]
-        size = [1] * (3 - axes) + data
-        stride = [0] * (3 - axes) + dst
-        c = shape[-1] if channels else 1
-        geo.append((size, stride, c))
-        for j, idx in enumerate(np.ndindex(*lead) if lead else [()]):
-            off = sum(k * s for k, s in zip(idx, st[:start], strict=True))
-            elems.append((i, off, j))
-    return elems, geo
+def blur_elements(shapes, strides, start: int, axes: int, channels: bool) -> dict:
+    """The batch's elements (each index of the leading ``start`` axes of each sample: a frame
+    or a channel plane), as numpy arrays over the batch.
 
-
-def blur_descriptors(elems, geo, in_ptrs, in_strides_of, out_ptrs, win_offs, axis) -> np.ndarray:
-    """The descriptors of one pass along ``axis`` (0 = d, 1 = h, 2 = w).
-
-    ``in_ptrs``/``out_ptrs``: per element, the data's address; ``in_strides_of(sample)`` gives
-    the (d, h, w) strides of the pass's input (the sample's own, or the contiguous intermediate);
-    the output is contiguous. ``win_offs[sample]`` = (offset, size) of the window per axis.
+    Returns:
+        ``sample`` (E,): the element's sample; ``offset`` (E,): its first input element within
+        the sample; ``index`` (E,): its number within the sample; and per sample ``size`` (N, 3)
+        the data extents (d, h, w; 1 where absent), ``stride`` (N, 3) the input strides of
+        those axes (0 where absent) and ``channels`` (N,).
     """
-    d = np.zeros(len(elems), BLUR_DESC)
-    for k, (i, _, _) in enumerate(elems):
-        size, _, c = geo[i]
-        d["in_ptr"][k], d["out_ptr"][k] = in_ptrs[k], out_ptrs[k]
-        d["size"][k] = size
-        d["in_stride"][k] = in_strides_of(i)
-        d["out_stride"][k] = [size[1] * size[2] * c, size[2] * c, c]
-        d["channels"][k] = c
-        d["win_off"][k], d["win_size"][k] = win_offs[i][axis]
+    shapes = np.asarray(shapes, np.int64)
+    strides = np.asarray(strides, np.int64)
+    n = len(shapes)
+    size = np.ones((n, 3), np.int64)
+    stride = np.zeros((n, 3), np.int64)
+    size[:, 3 - axes :] = shapes[:, start : start + axes]
+    stride[:, 3 - axes :] = strides[:, start : start + axes]
+    chan = shapes[:, -1].copy() if channels else np.ones(n, np.int64)
+    counts = shapes[:, :start].prod(axis=1)
+    sample = np.repeat(np.arange(n), counts)
+    index = np.arange(len(sample)) - np.repeat(np.cumsum(counts) - counts, counts)
+    offset = np.zeros(len(sample), np.int64)
+    rest = index.copy()
+    for a in reversed(range(start)):  # C order over the leading axes, as np.ndindex
+        extent = shapes[sample, a]
+        offset += rest % extent * strides[sample, a]
+        rest //= extent
+    return dict(sample=sample, offset=offset, index=index, size=size, stride=stride, channels=chan)
+
+
+def blur_pass_descriptors(
+    el: dict, in_ptrs, in_itemsize, out_ptrs, out_itemsize, tmp_ptrs, acc_itemsize, axes, win_offs
+) -> np.ndarray:
+    """The descriptors of every pass (innermost axis first), end to end: pass ``p`` of
+    element ``e`` is row ``p * E + e``.
+
+    The first pass reads the samples (``in_ptrs``, their strides), the last writes the output
+    samples (``out_ptrs``; an element ``index`` volumes into its sample); the passes between
+    go through contiguous intermediates (``tmp_ptrs``, 1 or 2 buffers, each element at its
+    place in the batch's elements), alternating.
+
+    Args:
+        el: ``blur_elements``' arrays.
+        in_ptrs, out_ptrs: (N,) the samples' addresses; ``*_itemsize`` their element sizes.
+        tmp_ptrs: the intermediates' addresses (``min(axes - 1, 2)`` of them).
+        axes: the number of data axes.
+        win_offs: (N, 3, 2) per sample and axis (d, h, w) its window's (offset, size).
+    """
+    smp = el["sample"]
+    size = el["size"][smp]
+    chan = el["channels"][smp]
+    dense = np.stack([size[:, 1] * size[:, 2] * chan, size[:, 2] * chan, chan], axis=1)
+    vol = size.prod(axis=1) * chan
+    first = np.cumsum(vol) - vol
+    ins = np.asarray(in_ptrs, np.uint64).view(np.int64)[smp] + el["offset"] * in_itemsize
+    outs = np.asarray(out_ptrs, np.uint64).view(np.int64)[smp] + el["index"] * vol * out_itemsize
+    tmps = [int(t) + first * acc_itemsize for t in tmp_ptrs]
+    ne = len(smp)
+    d = np.zeros(axes * ne, BLUR_DESC)
+    src, src_stride = ins, el["stride"][smp]
+    for p, a in enumerate(reversed(range(axes))):
+        axis = 3 - axes + a
+        dst = outs if p == axes - 1 else tmps[p % 2]
+        rows = d[p * ne : (p + 1) * ne]
+        rows["in_ptr"], rows["out_ptr"] = src, dst
+        rows["size"], rows["in_stride"], rows["out_stride"] = size, src_stride, dense
+        rows["channels"] = chan
+        rows["win_off"] = win_offs[smp, axis, 0]
+        rows["win_size"] = win_offs[smp, axis, 1]
+        src, src_stride = dst, dense
     return d
 
 
 @stream_scoped
-def blur_batch(inputs, start, axes, channels, windows, out_dtype, stream=None):
+def blur_batch(inputs, start, axes, channels, plan, sets, out_dtype, stream=None):
     """Gaussian-blur every sample of a batch.
 
     Args:
         inputs: the batch (SampleList or CuPy arrays).
         start, axes, channels: the first data axis, the number of data axes (1..3) and whether
             a channel axis ends the layout.
-        windows: per sample, the float32 window of each data axis (outermost first).
+        plan: the windows (an ``operators._blur_plan.WindowPlan``: ``flat`` float32 taps,
+            ``offs`` (sets, 3, 2) each set's (offset, size) per axis d, h, w).
+        sets: (N,) each sample's set of windows in ``plan``.
         out_dtype: the output type.
         stream: the CUDA stream.
 
@@ -99,54 +134,41 @@ def blur_batch(inputs, start, axes, channels, windows, out_dtype, stream=None):
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
     acc = np.dtype(np.float64 if s.dtype == np.float64 else np.float32)
     out = alloc_batch(s.shapes, out_dtype, s.device_id)
-    elems, geo = blur_elements(s.shapes, s.strides, start, axes, channels)
-    if not elems:
+    el = blur_elements(s.shapes, s.strides, start, axes, channels)
+    ne = len(el["sample"])
+    if not ne:
         return out
-    # windows of all samples in one array: per sample and axis (d, h, w) its offset and size
-    flat, win_offs, pos = [], [], 0
-    for ws in windows:
-        offs = [(0, 1)] * (3 - axes)
-        for w in ws:
-            offs.append((pos, w.size))
-            flat.append(w)
-            pos += w.size
-        win_offs.append(offs)
-    dev_windows = upload(np.concatenate(flat).astype(np.float32), stream)
-    vol = [int(np.prod(geo[i][0])) * geo[i][2] for i, _, _ in elems]
-    elem_start = np.concatenate([[0], np.cumsum(vol)[:-1]]).astype(np.int64)
-    in_ptrs = [int(s.ptrs[i]) + off * s.dtype.itemsize for i, off, _ in elems]
-    out_ptrs = [
-        int(out.ptrs[i]) + j * vol[k] * out_dtype.itemsize for k, (i, _, j) in enumerate(elems)
-    ]
-    tmp = [cupy.empty(int(sum(vol)), acc) for _ in range(min(axes - 1, 2))]
-    tmp_ptrs = [[t.data.ptr + int(o) * acc.itemsize for o in elem_start] for t in tmp]
-
-    def contiguous(i):
-        size, _, c = geo[i]
-        return [size[1] * size[2] * c, size[2] * c, c]
-
-    passes = []  # (in dtype, in ptrs, in strides, out dtype, out ptrs, axis)
-    src = (s.dtype, in_ptrs, lambda i: geo[i][1])
-    for p, a in enumerate(reversed(range(axes))):
-        axis = 3 - axes + a
-        last = p == axes - 1
-        dst = (out_dtype, out_ptrs) if last else (acc, tmp_ptrs[p % 2])
-        passes.append((src[0], src[1], src[2], dst[0], dst[1], axis))
-        src = (dst[0], dst[1], contiguous)
-    descs = [
-        blur_descriptors(elems, geo, ip, ist, op, win_offs, axis)
-        for _, ip, ist, _, op, axis in passes
-    ]
-    dev = upload(np.concatenate(descs).view(np.uint8), stream)
-    max_wc = max(geo[i][0][2] * geo[i][2] for i, _, _ in elems)
-    max_h = max(geo[i][0][1] for i, _, _ in elems)
+    size = el["size"][el["sample"]]
+    chan = el["channels"][el["sample"]]
+    tmp = [cupy.empty(int((size.prod(axis=1) * chan).sum()), acc) for _ in range(min(axes - 1, 2))]
+    descs = blur_pass_descriptors(
+        el,
+        s.ptrs,
+        s.dtype.itemsize,
+        out.ptrs,
+        out_dtype.itemsize,
+        [t.data.ptr for t in tmp],
+        acc.itemsize,
+        axes,
+        plan.offs[np.asarray(sets, np.int64)],
+    )
+    # descriptors and taps in one upload: the taps after the descriptors (16-byte aligned)
+    head = descs.view(np.uint8)
+    host = np.empty(head.size + plan.flat.nbytes, np.uint8)
+    host[: head.size] = head
+    host[head.size :] = plan.flat.view(np.uint8)
+    dev = upload(host, stream)
+    dev_windows = dev[head.size :]
+    max_wc = int((size[:, 2] * chan).max())
+    max_h = int(size[:, 1].max())
     block = (32, 8, 1)
-    ne = len(elems)
-    for p, (idt, _, _, odt, _, axis) in enumerate(passes):
+    for p in range(axes):
+        idt = s.dtype if p == 0 else acc
+        odt = out_dtype if p == axes - 1 else acc
         k = _get_blur_kernel(idt, odt, acc, s.device_id)
         for first in range(0, ne, _MAX_GRID_Z):
             count = min(_MAX_GRID_Z, ne - first)
             grid = ((max_wc + 31) // 32, (max_h + 7) // 8, count)
             descs_ptr = dev[(p * ne + first) * BLUR_DESC.itemsize :]
-            k(grid, block, (descs_ptr, dev_windows, np.int32(axis)), stream=stream)
+            k(grid, block, (descs_ptr, dev_windows, np.int32(2 - p)), stream=stream)  # axis
     return out

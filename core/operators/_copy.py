@@ -95,21 +95,34 @@ class CopyToGpu(Operator):
 
 
 def _copy_on_device(samples: list, stream):
-    """A batch of device arrays, copied into the pipeline's memory on ``stream``: one dense
-    array when the shapes agree (one kernel), else one array per sample."""
+    """A batch of device arrays, copied into the pipeline's memory on ``stream`` in one launch
+    of the batched copy kernel (``kernels/copy.py``): one dense array when the shapes agree,
+    else one buffer with each sample at an aligned offset. A sample that is not C-contiguous
+    is made so first (its own copy). One launch instead of one allocation and copy per sample:
+    at 64 samples the per-sample copies cost more host time than DALI's whole iteration."""
     import cupy
 
-    from ..tensors_gpu import SampleList
+    from ..kernels._batch import alloc_batch
+    from ..kernels.copy import copy_batch, copy_descriptors
 
     dtypes = {a.dtype for a in samples}
     if len(dtypes) > 1:
         raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
+    if len({a.ndim for a in samples}) > 1:
+        raise ValueError("a GPU batch must have one number of dimensions per sample")
     # The source made its arrays on the legacy default stream, or handed them over through
     # DLPack, which orders its producer's stream before that one: wait for it on the device.
     ready = cupy.cuda.Event(block=False, disable_timing=True)
     ready.record(cupy.cuda.Stream.null)
     stream.wait_event(ready)
     with stream:
-        if len({a.shape for a in samples}) == 1:
-            return SampleList.from_dense(cupy.stack(samples))
-        return SampleList.from_arrays([cupy.ascontiguousarray(a).copy() for a in samples])
+        # the contiguous copies are freed on return: CuPy's pool hands their memory only to
+        # later work on this stream, after the kernel has read them
+        src = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in samples]
+        device = cupy.cuda.Device().id  # the pipeline's (current), wherever the source's are
+        out = alloc_batch([a.shape for a in samples], samples[0].dtype, device)
+    nbytes = np.array([a.nbytes for a in src], np.int64)
+    ptrs = np.array([a.data.ptr for a in src], np.int64)
+    descs = copy_descriptors(ptrs, out.ptrs.view(np.int64), nbytes, nbytes, 1)
+    copy_batch(descs, out.device_id, stream)
+    return out

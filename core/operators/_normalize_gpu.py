@@ -18,10 +18,6 @@ import numpy as np
 from ..errors import ArgumentError
 
 
-def _keep_shape(shape, axes) -> tuple[int, ...]:
-    return tuple(1 if d in axes else int(e) for d, e in enumerate(shape))
-
-
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
     x = SimpleNamespace(ndim=len(shape), shape=tuple(int(v) for v in shape))
     v = op._given(args, name, x)
@@ -45,8 +41,11 @@ def normalize_gpu(op, samples, args: dict, stream):
     if n == 0:
         return alloc_batch(np.zeros((0, 0), np.int64), op.dtype, s.device_id)
     ndim = s.shapes.shape[1]
-    uniform = not args and s.is_uniform()
-    if uniform:  # no per-sample arguments, one shape: the same parameters for every sample
+    # No per-sample arguments, and one shape or parameters that are scalars (or computed):
+    # the same parameters for every sample, checked and uploaded once.
+    scalars = all(p is None or p.ndim == 0 for p in (op.mean, op.stddev))
+    uniform = not args and (scalars or s.is_uniform())
+    if uniform:
         means = [_host_param(op, {}, "mean", s.shapes[0])] * n
         devs = [_host_param(op, {}, "stddev", s.shapes[0])] * n
     else:
@@ -56,21 +55,17 @@ def normalize_gpu(op, samples, args: dict, stream):
     if op.batch:
         axes = op._reduced_axes(ndim, ())
         kept = [d for d in range(ndim) if d not in axes]
-        if len({tuple(sh[kept]) for sh in s.shapes}) > 1:
+        if (s.shapes[:, kept] != s.shapes[0, kept]).any():
             raise ArgumentError(
                 f"{op.schema}: batch=True needs equal extents in the non-reduced axes {kept}; "
                 f"got shapes {s.shape_list()}"
             )
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
-    if uniform:
-        keep = np.tile(np.array(_keep_shape(s.shapes[0], axes), np.int64), (n, 1))
-        counts = np.full(n, int(np.prod(s.shapes[0][list(axes)])) if axes else 1, np.int64)
-    else:
-        keep = np.array([_keep_shape(sh, axes) for sh in s.shapes], np.int64)
-        counts = np.array(
-            [int(np.prod(sh[list(axes)])) if axes else 1 for sh in s.shapes], np.int64
-        )
+    keep, counts = _keep_and_counts(s.shapes, axes)
+
+    # the given statistics (mean, then deviation) go up in one copy
+    given = iter(_upload([p for p in (means, devs) if p[0] is not None], uniform, n, stream))
 
     # --- the mean ------------------------------------------------------------------------------
     if means[0] is None:
@@ -87,7 +82,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             mean_batch = reduce_batch(s, axes, "mean", np.float32, keep, norms, 0.0, stream=stream)
             mean_ptrs, mean_shapes = mean_batch.ptrs, keep
     else:
-        mean_buf, mean_ptrs, mean_shapes = _upload(means, uniform, n, stream)
+        mean_buf, mean_ptrs, mean_shapes = next(given)
         mean_batch = None
 
     # --- the deviation ---------------------------------------------------------------------------
@@ -119,7 +114,7 @@ def normalize_gpu(op, samples, args: dict, stream):
             dev_ptrs = sumsq.ptrs
     else:
         dev_is_sumsq = False
-        dev_buf, dev_ptrs, dev_shapes = _upload(devs, uniform, n, stream)
+        dev_buf, dev_ptrs, dev_shapes = next(given)
 
     out = normalize_apply_batch(
         s,
@@ -144,16 +139,33 @@ def normalize_gpu(op, samples, args: dict, stream):
     return out
 
 
-def _upload(params: list, uniform: bool, n: int, stream) -> tuple:
-    """Per-sample float32 parameters in one device buffer: (buffer, addresses, shapes); one
-    copy pointed at by every sample when they are all the same (``uniform``)."""
+def _keep_and_counts(shapes: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample of ``shapes`` (N, ndim): the statistics' shape (the reduced ``axes`` of
+    extent 1) and the number of elements each statistic reduces."""
+    axes = list(axes)
+    keep = np.array(shapes, np.int64)
+    keep[:, axes] = 1
+    return keep, np.prod(shapes[:, axes], axis=1, dtype=np.int64)
+
+
+def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
+    """Per-sample float32 parameters (``groups``: lists of one array per sample) in one device
+    buffer: per group (buffer, addresses, shapes). With ``uniform`` every sample has the same
+    parameters: one copy each, pointed at by every sample."""
     from ..kernels.normalize import upload_params
 
-    if uniform:
-        buf, ptrs = upload_params(params[:1], np.float32, stream)
-        return buf, np.full(n, ptrs[0], np.uint64), np.tile(params[0].shape, (n, 1))
-    buf, ptrs = upload_params(params, np.float32, stream)
-    return buf, ptrs, np.array([p.shape for p in params], np.int64)
+    if not groups:
+        return []
+    chosen = [g[:1] if uniform else g for g in groups]
+    buf, ptrs = upload_params([p for g in chosen for p in g], np.float32, stream)
+    out, k = [], 0
+    for g in chosen:
+        p, k = ptrs[k : k + len(g)], k + len(g)
+        if uniform:
+            out.append((buf, np.full(n, p[0], np.uint64), np.tile(g[0].shape, (n, 1))))
+        else:
+            out.append((buf, p, np.array([q.shape for q in g], np.int64)))
+    return out
 
 
 def _views(cupy, buf, ptrs, shapes, device_id):

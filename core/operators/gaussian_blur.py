@@ -201,6 +201,7 @@ class GaussianBlur(Operator):
         self.dtype = parse_dtype(dtype, self.schema)
         self._layout = ""
         self._windows: dict[int, list[np.ndarray]] = {}
+        self._plans: dict = {}  # data axes -> the GPU's WindowPlan without argument inputs
 
     def _vals(self, name: str, value, kind) -> np.ndarray:
         try:
@@ -261,6 +262,7 @@ class GaussianBlur(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         from ..kernels.gaussian_blur import blur_batch
+        from ._blur_plan import batch_plan
 
         s = inputs[0]
         n = len(s)
@@ -268,5 +270,5 @@ class GaussianBlur(Operator):
             return s
         start, axes, channels = blur_dims(self.schema, self._layout, s.shapes.shape[1])
         out_dtype = self.out_dtype(s.dtype)
-        windows = [self.sample_windows({k: v[i] for k, v in args.items()}, axes) for i in range(n)]
-        return blur_batch(s, start, axes, channels, windows, out_dtype, stream=stream)
+        plan, sets = batch_plan(self, args, n, axes)
+        return blur_batch(s, start, axes, channels, plan, sets, out_dtype, stream=stream)

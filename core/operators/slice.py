@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ._slice_windows import batch_windows
 from ._tensor_args import (
     DEFAULT_LAYOUTS,
     axes_from_names,
@@ -385,6 +386,21 @@ class Slice(Operator):
         ch = self.channel_dim(x.ndim, shape)
         return pad_window(x, anchor, shape, fill_as(self.fill_values, dtype), ch, dtype)
 
+    def sample_windows(self, in_shapes, inputs, args: dict) -> tuple:
+        """(anchors, shapes, channel axis) of a batch, sample by sample (what
+        ``batch_windows`` computes at once; it defers here for the cases that raise)."""
+        n = len(in_shapes)
+        ndim = in_shapes.shape[1] if n else 0
+        anchors = np.zeros((n, ndim), np.int64)
+        shapes = np.zeros((n, ndim), np.int64)
+        ch = -1
+        for i in range(n):
+            extra = tuple(inp[i] for inp in inputs)
+            sample_args = {k: v[i] for k, v in args.items()}
+            anchors[i], shapes[i] = self.sample_window(in_shapes[i], extra, sample_args)
+            ch = self.channel_dim(ndim, shapes[i])
+        return anchors, shapes, ch
+
     def run_batch(self, inputs, args, params, stream):
         from ..kernels._batch import as_samples
         from ..kernels.layout import slice_batch
@@ -392,14 +408,20 @@ class Slice(Operator):
         s = as_samples(inputs[0])
         n = len(s)
         ndim = s.shapes.shape[1] if n else 0
-        anchors = np.zeros((n, ndim), np.int64)
-        shapes = np.zeros((n, ndim), np.int64)
+        got = batch_windows(self, s.shapes, tuple(inputs[1:]), args) if n else None
         ch = -1
-        for i in range(n):
-            extra = tuple(inp[i] for inp in inputs[1:])
-            sample_args = {k: v[i] for k, v in args.items()}
-            anchors[i], shapes[i] = self.sample_window(s.shapes[i], extra, sample_args)
-            ch = self.channel_dim(ndim, shapes[i])
+        if got is not None and self.policy == "pad" and self.fill_values.size > 1:
+            try:  # one fill value per channel of every window
+                ch = self.channel_dim(ndim, got[1][0])
+            except ArgumentError:
+                got = None  # the loop below raises it
+            else:
+                if not (got[1][:, ch] == self.fill_values.size).all():
+                    got = None
+        if got is None:
+            anchors, shapes, ch = self.sample_windows(s.shapes, inputs[1:], args)
+        else:
+            anchors, shapes = got
         dtype = self.out_dtype(s.dtype)
         fill = fill_as(self.fill_values, dtype)
         return slice_batch(s, anchors, shapes, dtype, fill, ch, stream=stream)

@@ -163,19 +163,29 @@ def test_errors():
 
 def test_gpu_descriptors_on_the_host():
     """Elements: one per frame / channel plane; data extents as (d, h, w) with 1 padding."""
-    from dlpipe.kernels.gaussian_blur import BLUR_DESC, blur_descriptors, blur_elements
+    from dlpipe.kernels.gaussian_blur import BLUR_DESC, blur_elements, blur_pass_descriptors
 
     shapes = np.array([[2, 5, 6, 3], [1, 4, 7, 3]])  # FHWC
     strides = np.array([[90, 18, 3, 1], [84, 21, 3, 1]])
-    elems, geo = blur_elements(shapes, strides, 1, 2, True)
-    assert elems == [(0, 0, 0), (0, 90, 1), (1, 0, 0)]
-    assert geo[0] == ([1, 5, 6], [0, 18, 3], 3)
-    wins = [[(0, 1), (0, 5), (5, 7)], [(0, 1), (12, 3), (15, 3)]]
-    d = blur_descriptors(elems, geo, [10, 20, 30], lambda i: geo[i][1], [40, 50, 60], wins, 2)
-    assert d.dtype == BLUR_DESC and BLUR_DESC.itemsize == 14 * 8
-    assert d["win_off"].tolist() == [5, 5, 15] and d["win_size"].tolist() == [7, 7, 3]
-    assert d["out_stride"][2].tolist() == [84, 21, 3] and d["size"][2].tolist() == [1, 4, 7]
-    assert d["in_ptr"].tolist() == [10, 20, 30] and d["channels"].tolist() == [3, 3, 3]
+    el = blur_elements(shapes, strides, 1, 2, True)
+    assert el["sample"].tolist() == [0, 0, 1] and el["offset"].tolist() == [0, 90, 0]
+    assert el["index"].tolist() == [0, 1, 0]
+    assert el["size"][0].tolist() == [1, 5, 6] and el["stride"][0].tolist() == [0, 18, 3]
+    assert el["channels"].tolist() == [3, 3]
+    wins = np.array([[(0, 1), (0, 5), (5, 7)], [(0, 1), (12, 3), (15, 3)]])
+    d = blur_pass_descriptors(el, [10, 20], 1, [40, 60], 1, [1000], 4, 2, wins)
+    assert d.dtype == BLUR_DESC and BLUR_DESC.itemsize == 14 * 8 and len(d) == 6
+    w = d[:3]  # the first pass: along w, from the samples into the intermediate
+    assert w["win_off"].tolist() == [5, 5, 15] and w["win_size"].tolist() == [7, 7, 3]
+    assert w["out_stride"][2].tolist() == [84, 21, 3] and w["size"][2].tolist() == [1, 4, 7]
+    assert w["in_ptr"].tolist() == [10, 100, 20] and w["channels"].tolist() == [3, 3, 3]
+    assert w["out_ptr"].tolist() == [1000, 1000 + 90 * 4, 1000 + 180 * 4]
+    h = d[3:]  # then along h, into the output (the second frame one frame volume on)
+    assert h["in_ptr"].tolist() == w["out_ptr"].tolist() and h["out_ptr"].tolist() == [40, 130, 60]
+    assert (
+        h["win_off"].tolist() == [0, 0, 12] and h["in_stride"].tolist() == w["out_stride"].tolist()
+    )
     # channel-first: each plane an element
-    elems, geo = blur_elements([[2, 3, 4]], [[12, 4, 1]], 1, 2, False)
-    assert elems == [(0, 0, 0), (0, 12, 1)] and geo[0] == ([1, 3, 4], [0, 4, 1], 1)
+    el = blur_elements([[2, 3, 4]], [[12, 4, 1]], 1, 2, False)
+    assert el["offset"].tolist() == [0, 12] and el["index"].tolist() == [0, 1]
+    assert el["size"][0].tolist() == [1, 3, 4] and el["stride"][0].tolist() == [0, 4, 1]

@@ -80,3 +80,16 @@ def test_given_scalar_mean_and_stddev():
     )
     got = model(d[0], x, np.float32([3.0]), np.float32([2.0]), 1.0, 0.0, 0.0, 0)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_keep_and_counts_per_sample(seed):
+    from dlpipe.operators._normalize_gpu import _keep_and_counts
+
+    rng = np.random.default_rng(seed)
+    shapes = rng.integers(0, 9, (6, 4))
+    for axes in [(), (0,), (1, 3), (0, 1, 2, 3)]:
+        keep, counts = _keep_and_counts(shapes, axes)
+        for sh, k, c in zip(shapes, keep, counts, strict=True):
+            assert tuple(k) == tuple(1 if d in axes else int(e) for d, e in enumerate(sh))
+            assert c == int(np.prod([sh[a] for a in axes]))

@@ -165,3 +165,33 @@ def test_feed_input_to_a_gpu_external_source(make):
             np.testing.assert_array_equal(out.as_cpu().at(i), a)
             np.testing.assert_array_equal(flipped.as_cpu().at(i), a[:, ::-1])
     pipe.close()
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["dense", "ragged"])
+def test_gpu_external_source_copies_device_arrays_in_one_batch(ragged):
+    # CuPy arrays of a GPU external source are copied with one batched kernel: strided views
+    # (made contiguous first), empty samples and float data come out equal, and the output
+    # does not alias the source's arrays (overwriting them later leaves the batch unchanged).
+    rng = np.random.default_rng(5)
+    shapes = [(6 + 5 * i * ragged, 9, 3) for i in range(4)]
+    host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if ragged:
+        host[2] = host[2][:0]
+    arrays = [cupy.asarray(a) for a in host]
+    wide = cupy.asarray(np.repeat(host[1], 2, axis=1))
+    arrays[1] = wide[:, ::2]  # a strided view
+    assert not arrays[1].flags.c_contiguous
+    pipe = Pipeline(batch_size=4, num_threads=1, device_id=0, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(fn.external_source(source=lambda: arrays, device="gpu", batch=True))
+    pipe.build()
+    (out,) = pipe.run()
+    assert out.is_dense_tensor() == (not ragged)
+    for i, want in enumerate(host):
+        np.testing.assert_array_equal(out.as_cpu().at(i), want)
+    for a in arrays:
+        a.fill(-1)
+    cupy.cuda.runtime.deviceSynchronize()
+    for i, want in enumerate(host):
+        np.testing.assert_array_equal(out.as_cpu().at(i), want)
+    pipe.close()

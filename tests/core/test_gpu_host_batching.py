@@ -1,0 +1,164 @@
+"""The host side of GPU operators' batching, run against the stand-in CuPy of ``ci/fake_cupy``
+(arrays are metadata, kernels and copies only counted): the external source's batched device
+copy and the descriptors it uploads. Skipped where a real CuPy is installed (the stand-in would
+shadow it); tests/gpu checks the same paths on a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FAKE = Path(__file__).resolve().parents[2] / "ci" / "fake_cupy"
+_SHADOWED = ("cupy", "cupyx", "dlpipe.tensors_gpu")
+
+
+def _shadowed(name: str) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in _SHADOWED)
+
+
+def _clear_kernel_caches() -> None:
+    """Forget compiled kernels (memoised per process): each test's stand-in module counts its
+    own launches."""
+    for name, mod in list(sys.modules.items()):
+        if name == "dlpipe.kernels" or name.startswith("dlpipe.kernels."):
+            for attr in list(vars(mod).values()):
+                if callable(getattr(attr, "cache_clear", None)):
+                    attr.cache_clear()
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("a real CuPy is installed")
+    saved = {k: v for k, v in sys.modules.items() if _shadowed(k)}
+    for k in saved:
+        del sys.modules[k]
+    monkeypatch.syspath_prepend(str(FAKE))
+    import cupy
+
+    cupy.COUNTS.clear()
+    _clear_kernel_caches()
+    yield cupy
+    _clear_kernel_caches()
+    for k in [k for k in sys.modules if _shadowed(k)]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def _capture_uploads(monkeypatch, module):
+    """The host arrays ``module.upload`` sends, in order."""
+    sent = []
+    real = module.upload
+
+    def upload(host, stream):
+        sent.append(np.array(host))
+        return real(host, stream)
+
+    monkeypatch.setattr(module, "upload", upload)
+    return sent
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_device_source_batch_is_one_copy_launch(fake_cupy, monkeypatch, ragged):
+    import dlpipe.kernels.copy as kcopy
+    from dlpipe.kernels.copy import CHUNK
+    from dlpipe.operators._copy import _copy_on_device
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kcopy)
+    shapes = [(5 + 3 * i * ragged, 7, 3) for i in range(4)]
+    samples = [cupy.ndarray(s, np.float32) for s in shapes]
+    strided = cupy.ndarray((5 + 3 * ragged, 7, 3), np.float32, strides=(168 * 2, 24, 4))
+    samples[1] = strided
+    out = _copy_on_device(samples, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == [tuple(a.shape) for a in samples]
+    assert (out.dense is not None) == (not ragged)
+    assert cupy.COUNTS["launch:copy_rows"] == 1
+    assert cupy.COUNTS["copy_kernel"] == 1  # the strided sample made contiguous first
+    (descs,) = sent
+    assert descs["dst"].tolist() == out.ptrs.astype(np.int64).tolist()
+    nbytes = [int(np.prod(a.shape)) * 4 for a in samples]
+    assert descs["total"].tolist() == nbytes
+    assert descs["row_bytes"].tolist() == [CHUNK] * 4  # contiguous: cut in CHUNK rows
+    # the contiguous samples are read where they are; the strided one from its copy
+    assert [descs["src"][i] == samples[i].data.ptr for i in range(4)] == [1, 0, 1, 1]
+    # samples of a ragged batch do not overlap
+    ends = out.ptrs.astype(np.int64) + np.array(nbytes)
+    assert (ends[:-1] <= out.ptrs.astype(np.int64)[1:]).all()
+
+
+def test_device_source_rejects_mixed_batches(fake_cupy):
+    from dlpipe.operators._copy import _copy_on_device
+
+    cupy = fake_cupy
+    with pytest.raises(TypeError, match="mixed dtypes"):
+        _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2,), np.float32)], None)
+    with pytest.raises(ValueError, match="one number of dimensions"):
+        _copy_on_device([cupy.ndarray((2,), np.uint8), cupy.ndarray((2, 2), np.uint8)], None)
+
+
+def test_normalize_scalar_parameters_of_a_ragged_batch_go_up_once(fake_cupy, monkeypatch):
+    import dlpipe.kernels as kernels
+    from dlpipe.kernels.normalize import NORM_DESC
+    from dlpipe.operators._normalize_gpu import normalize_gpu
+    from dlpipe.operators.normalize import Normalize
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kernels)
+    monkeypatch.setattr("dlpipe.kernels.normalize.upload", kernels.upload)
+    shapes = [(4 + i, 5, 3) for i in range(5)]
+    batch = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    op = Normalize(mean=118.0, stddev=57.0, scale=2.0)
+    op.output_layouts(["HWC"])
+    out = normalize_gpu(op, batch, {}, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    params, descs = sent  # the mean and the deviation in one copy, then the descriptors
+    np.testing.assert_array_equal(params, [118.0, 57.0])
+    d = descs.view(NORM_DESC)
+    assert set(d["mean_ptr"].tolist()) == {d["dev_ptr"][0] - 4}
+    assert len(set(d["dev_ptr"].tolist())) == 1
+    assert (d["mean_strides"] == 0).all() and (d["dev_strides"] == 0).all()
+    assert d["count"].tolist() == [int(np.prod(sh)) for sh in shapes]
+    assert d["shape"][:, :3].tolist() == [list(sh) for sh in shapes]
+
+
+def test_ragged_output_layout_is_memoised_and_aligned(fake_cupy):
+    from dlpipe.kernels import _batch
+
+    shapes = np.array([[3, 5, 3], [7, 2, 3], [1, 1, 1]], np.int64)
+    first = _batch.alloc_batch(shapes, np.float32, 0)
+    second = _batch.alloc_batch(shapes.copy(), np.float32, 0)
+    offsets = (first.ptrs - first.ptrs[0]).tolist()
+    assert offsets == (second.ptrs - second.ptrs[0]).tolist() == [0, 256, 512]
+    assert first.owners is not second.owners  # fresh device memory each time
+    assert first.strides.tolist() == [[15, 3, 1], [6, 3, 1], [1, 1, 1]]
+    first.strides[0, 0] = 99  # a batch's own arrays: the memo is unaffected
+    assert _batch.alloc_batch(shapes, np.float32, 0).strides[0, 0] == 15
+    big = _batch.alloc_batch(np.array([[20, 20, 3], [1, 1, 1]]), np.float32, 0)
+    assert (big.ptrs - big.ptrs[0]).tolist() == [0, 4864]  # 4800 bytes, to 256-byte steps
+
+
+def test_blur_uploads_descriptors_and_taps_once(fake_cupy, monkeypatch):
+    import dlpipe.kernels.gaussian_blur as kblur
+    from dlpipe.operators._blur_plan import batch_plan
+    from dlpipe.operators.gaussian_blur import GaussianBlur
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kblur)
+    batch = SampleList.from_arrays([cupy.ndarray((9 + i, 7, 3), np.uint8) for i in range(4)])
+    op = GaussianBlur(sigma=1.5)
+    op.output_layouts(["HWC"])
+    plan, sets = batch_plan(op, {}, 4, 2)
+    out = kblur.blur_batch(batch, 0, 2, True, plan, sets, np.uint8, stream=cupy.cuda.Stream())
+    assert out.shapes.tolist() == batch.shapes.tolist()
+    (host,) = sent
+    head = 2 * 4 * kblur.BLUR_DESC.itemsize  # two passes of four samples
+    descs = host[:head].view(kblur.BLUR_DESC)
+    np.testing.assert_array_equal(host[head:].view(np.float32), plan.flat)
+    assert descs["win_size"].tolist() == [11] * 8 and cupy.COUNTS["launch"] == 2
