@@ -8,7 +8,10 @@ against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and
 
 ``--graph ops`` runs instead the cells of ``ci/bench_dali_ops.py`` (its pipelines, an
 ``external_source(device="gpu")`` of 64 ragged 400-640 px images, then one operator), one
-after the other.
+after the other. ``--graph speech`` runs the GPU part of DeepLearningExamples' Jasper pipeline
+(``ci/bench_dali_speech.py``): 32 trimmed utterances of 1-16 s at 16 kHz, the dither,
+preemphasis, spectrogram, mel filter bank, decibels, shapes, normalize over time, pad to 16,
+and in training (``--aug train``) SpecAugment's erase.
 
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
 spends enqueueing, whatever the GPU does), the host time of each operator's ``run_batch``, and
@@ -60,6 +63,38 @@ def build(aug: str, batch: int):
         )
 
     # synchronous: the stages run in this thread, one after the other
+    pipe = pipe_def(batch_size=batch, num_threads=1, device_id=0, seed=7, exec_async=False,
+                    exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    pipe.build()
+    return pipe
+
+
+def build_speech(train: bool, batch: int):
+    """The GPU part of DLE Jasper's pipeline (its ``dali_jasper_pipe`` after ``.gpu()``, with
+    the configuration ``bench_dali_speech.py`` gives it), on stand-in utterances."""
+    rng = np.random.default_rng(0)
+    clips = [cupy.ndarray((int(rng.uniform(1, 16) * 16000),), np.float32) for _ in range(batch)]
+    anchors = np.zeros((batch, 8), np.float32)
+    shapes = np.ones((batch, 8), np.float32)
+
+    @pipeline_def
+    def pipe_def():
+        audio = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        audio = audio + fn.random.normal(audio) * 0.00001
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+        mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True)
+        log = fn.to_decibels(mel, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(1e-20))
+        length = fn.shapes(log)
+        log = fn.normalize(log, axes=[1])
+        log = fn.pad(log, axes=[1], fill_value=0, align=16)
+        if train:
+            a, s = fn.external_source(source=lambda: (list(anchors), list(shapes)), num_outputs=2,
+                                      batch=True)  # fmt: skip
+            log = fn.erase(log, anchor=a, shape=s, axes=[0, 1], fill_value=0,
+                           normalized_anchor=True)  # fmt: skip
+        return log, length
+
     pipe = pipe_def(batch_size=batch, num_threads=1, device_id=0, seed=7, exec_async=False,
                     exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
     pipe.build()
@@ -146,8 +181,9 @@ def measure(pipe, name: str, iters: int, profile: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--graph", choices=["efficientnet", "ops"], default="efficientnet")
-    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment"], default="autoaugment")
+    ap.add_argument("--graph", choices=["efficientnet", "ops", "speech"], default="efficientnet")
+    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment", "train", "val"],
+                    default="autoaugment", help="efficientnet: the policy; speech: the split")  # fmt: skip
     ap.add_argument("--cells", default="source,source-f32,blur,blur-rand,slice-rel,slice-rand,"
                     "norm-fixed,norm-axes", help="--graph ops: bench_dali_ops cells")  # fmt: skip
     ap.add_argument("--iters", type=int, default=30)
@@ -157,6 +193,11 @@ def main() -> None:
     if args.graph == "ops":
         for cell in args.cells.split(","):
             measure(build_ops(cell), cell, args.iters, args.profile)
+        return
+    if args.graph == "speech":
+        batch = 32 if args.batch == 128 else args.batch  # DLE's batch
+        measure(build_speech(args.aug == "train", batch), f"Jasper {args.aug}", args.iters,
+                args.profile)  # fmt: skip
         return
     pipe = build(args.aug, args.batch)
     measure(pipe, f"{args.aug}, batch {args.batch}", args.iters, args.profile)

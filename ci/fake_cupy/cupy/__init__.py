@@ -89,6 +89,9 @@ class ndarray:
     def __setitem__(self, index, value) -> None:
         COUNTS["setitem"] += 1
 
+    def fill(self, value) -> None:
+        COUNTS["memset"] += 1
+
     def astype(self, dtype, copy=True):
         return ndarray(self.shape, dtype)
 
@@ -206,6 +209,35 @@ class ElementwiseKernel:
     def __call__(self, *args, size=None, **kwargs) -> None:
         COUNTS["launch"] += 1
         COUNTS["launch:" + self.name] += 1
+
+
+class _RandomState:
+    """``cupy.random.RandomState``: draws count as one kernel."""
+
+    def __init__(self, seed=None, method=None):
+        pass
+
+    def seed(self, seed=None) -> None:
+        pass
+
+    def normal(self, loc=0.0, scale=1.0, size=None, dtype=np.float64):
+        COUNTS["launch"] += 1
+        COUNTS["launch:curand_normal"] += 1
+        return ndarray(size if size is not None else (), dtype)
+
+
+class random:  # noqa: N801 (a module in CuPy)
+    RandomState = _RandomState
+
+
+class fft:  # noqa: N801 (a module in CuPy)
+    @staticmethod
+    def rfft(a, n=None, axis=-1):
+        COUNTS["launch"] += 1
+        COUNTS["launch:cufft_r2c"] += 1
+        shape = list(a.shape)
+        shape[axis] = (n or shape[axis]) // 2 + 1
+        return ndarray(tuple(shape), np.complex64)
 
 
 def from_dlpack(x):

@@ -75,3 +75,7 @@ class MemoryPointer(_Pointer):
 
 class memory:
     Memory = object
+
+
+class curand:  # noqa: N801 (a module in CuPy)
+    CURAND_RNG_PSEUDO_PHILOX4_32_10 = 24
