@@ -527,15 +527,22 @@ def gather_views(samples, views: Sequence[tuple], stream=None):
         views: per sample ``(offset, shape, strides)`` in elements (``subscript_view``);
             strides may be 0 or negative.
     """
+    ndim = len(views[0][1]) if views else 0  # (one subscript: one rank for every sample)
+    offsets = np.array([v[0] for v in views], np.int64)
+    shapes = np.array([v[1] for v in views], np.int64).reshape(len(views), ndim)
+    strides = np.array([v[2] for v in views], np.int64).reshape(shapes.shape)
+    return gather_view_arrays(samples, offsets, shapes, strides, stream=stream)
+
+
+@stream_scoped
+def gather_view_arrays(samples, offsets, shapes, strides, stream=None):
+    """:func:`gather_views` with the views as arrays: ``offsets`` (N,), ``shapes`` and
+    ``strides`` (N, ndim), in elements."""
     samples = as_samples(samples)
     dt = samples.dtype
     steps = (("load", dt.name, 0),)
-    ptrs = samples.ptrs.astype(np.int64) + np.array([v[0] for v in views], np.int64) * np.int64(
-        dt.itemsize
-    )
-    ndim = len(views[0][1]) if views else 0  # (one subscript: one rank for every sample)
-    shapes = np.array([v[1] for v in views], np.int64).reshape(len(views), ndim)
-    strides = np.array([v[2] for v in views], np.int64).reshape(shapes.shape)
+    ptrs = samples.ptrs.astype(np.int64) + np.asarray(offsets, np.int64) * np.int64(dt.itemsize)
+    strides = np.array(strides, np.int64)  # a copy: written below
     strides[shapes == 1] = 0
-    return _launch(steps, shapes, dt, [ptrs.view(np.uint64)], [strides], samples.device_id,
-                   stream)  # fmt: skip
+    return _launch(steps, np.asarray(shapes, np.int64), dt, [ptrs.view(np.uint64)], [strides],
+                   samples.device_id, stream)  # fmt: skip
