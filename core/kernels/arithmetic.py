@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, uniform_rows
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -450,7 +450,7 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
 
 def _uniform(s) -> bool:
     """Whether every sample of a batch has the first one's shape and strides."""
-    return bool((s.shapes == s.shapes[0]).all() and (s.strides == s.strides[0]).all())
+    return uniform_rows(s.shapes) and uniform_rows(s.strides)
 
 
 def _row_key(s) -> tuple:
