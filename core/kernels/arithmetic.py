@@ -542,7 +542,13 @@ def gather_view_arrays(samples, offsets, shapes, strides, stream=None):
     dt = samples.dtype
     steps = (("load", dt.name, 0),)
     ptrs = samples.ptrs.astype(np.int64) + np.asarray(offsets, np.int64) * np.int64(dt.itemsize)
+    shapes = np.asarray(shapes, np.int64)
     strides = np.array(strides, np.int64)  # a copy: written below
     strides[shapes == 1] = 0
-    return _launch(steps, np.asarray(shapes, np.int64), dt, [ptrs.view(np.uint64)], [strides],
-                   samples.device_id, stream)  # fmt: skip
+    ptrs = ptrs.view(np.uint64)
+    if len(shapes) and uniform_rows(shapes) and uniform_rows(strides):  # (table[i]: memoised)
+        layout = _uniform_layout(((tuple(shapes[0].tolist()), tuple(strides[0].tolist())),))
+        if layout is not None:
+            return _launch_uniform(steps, layout, len(shapes), dt, [ptrs], samples.device_id,
+                                   stream)  # fmt: skip
+    return _launch(steps, shapes, dt, [ptrs], [strides], samples.device_id, stream)

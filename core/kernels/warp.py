@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, c_strides
+from ._batch import alloc_batch, as_samples, c_strides, uniform_rows
 
 WARP_DESC = np.dtype(
     [
@@ -107,6 +107,45 @@ def warp_descriptors(
     return d
 
 
+@functools.lru_cache(maxsize=1024)
+def warp_layout(
+    in_shape: tuple,
+    in_strides: tuple,
+    size: tuple,
+    channels: bool,
+    spatial_ndim: int,
+    in_itemsize: int,
+    out_itemsize: int,
+    border_bytes: bytes | None,
+) -> tuple[tuple, np.ndarray]:
+    """The output sample shape and the descriptor of a batch whose samples (no frames) all
+    have ``in_shape`` / ``in_strides`` and the output spatial ``size``, memoised: what
+    :func:`warp_descriptors` gives every such sample, pointers and matrix aside (the
+    automatic augmentations warp batches of one image size, batch after batch).
+    ``border_bytes``: the border values as float64 bytes (-0.0 is not 0.0), or None."""
+    border = None if border_bytes is None else np.frombuffer(border_bytes, np.float64)
+    out_shape = (*size, in_shape[-1]) if channels else tuple(size)
+    row = warp_descriptors([0], [in_shape], [in_strides], [0], [out_shape], False, channels,
+                           spatial_ndim, in_itemsize, out_itemsize, None, border)  # fmt: skip
+    row.flags.writeable = False
+    return out_shape, row
+
+
+def uniform_warp_descriptors(row: np.ndarray, in_ptrs, out_ptrs, mats, spatial_ndim: int):
+    """:func:`warp_descriptors` of a batch of one layout (:func:`warp_layout`'s ``row``): the
+    row once per sample with its pointers, index and matrix written in."""
+    n = len(in_ptrs)
+    d = np.empty(n, WARP_DESC)
+    d[:] = row[0]
+    d["in_ptr"] = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    d["out_ptr"] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    d["mat_index"] = np.arange(n)
+    if mats is not None:
+        nm = spatial_ndim * (spatial_ndim + 1)
+        d["m"][:, :nm] = np.asarray(mats, np.float32).reshape(n, nm)
+    return d
+
+
 def device_matrices(who: str, mtx, n: int, spatial_ndim: int, invert: bool, stream=None):
     """The matrices of the second positional input (on the GPU) as one contiguous float32
     device array of (n, nd * (nd + 1)), and whether the kernel must invert them."""
@@ -164,33 +203,48 @@ def warp_batch(
         return alloc_batch(np.zeros((0, 0)), out_dtype, s.device_id)
     if channels and not (s.strides[:, -1] == 1).all():
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
-    cols = [np.asarray(sizes, np.int64).reshape(n, spatial_ndim)]
-    if frames:
-        cols.insert(0, s.shapes[:, :1])
-    if channels:
-        cols.append(s.shapes[:, -1:])
-    out_shapes = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
-    out = alloc_batch(out_shapes, out_dtype, s.device_id)
+    sizes = np.asarray(sizes, np.int64).reshape(n, spatial_ndim)
     dev_mats, invert = (None, False)
     if isinstance(mats, tuple):
         dev_mats, invert = mats
         host_mats = None
     else:
         host_mats = mats
-    d = warp_descriptors(
-        s.ptrs,
-        s.shapes,
-        s.strides,
-        out.ptrs,
-        out_shapes,
-        frames,
-        channels,
-        spatial_ndim,
-        s.dtype.itemsize,
-        out_dtype.itemsize,
-        host_mats,
-        border,
-    )
+    if not frames and uniform_rows(s.shapes) and uniform_rows(s.strides) and uniform_rows(sizes):
+        out_shape, row = warp_layout(
+            tuple(s.shapes[0].tolist()),
+            tuple(s.strides[0].tolist()),
+            tuple(sizes[0].tolist()),
+            channels,
+            spatial_ndim,
+            s.dtype.itemsize,
+            out_dtype.itemsize,
+            None if border is None else np.array(border, np.float64).tobytes(),
+        )
+        out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
+        d = uniform_warp_descriptors(row, s.ptrs, out.ptrs, host_mats, spatial_ndim)
+    else:
+        cols = [sizes]
+        if frames:
+            cols.insert(0, s.shapes[:, :1])
+        if channels:
+            cols.append(s.shapes[:, -1:])
+        out_shapes = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
+        out = alloc_batch(out_shapes, out_dtype, s.device_id)
+        d = warp_descriptors(
+            s.ptrs,
+            s.shapes,
+            s.strides,
+            out.ptrs,
+            out_shapes,
+            frames,
+            channels,
+            spatial_ndim,
+            s.dtype.itemsize,
+            out_dtype.itemsize,
+            host_mats,
+            border,
+        )
     if len(d) == 0:
         return out
     k = _get_warp_kernel(s.dtype, out_dtype, spatial_ndim, int(interp), border is None, s.device_id)

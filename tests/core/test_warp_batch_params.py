@@ -196,3 +196,27 @@ def _padded_strides(shape):
         st.append(acc)
         acc *= int(v) + (3 if i == 1 else 0)
     return st[::-1]
+
+
+@pytest.mark.parametrize("layout", ["HWC", "HW", "DHWC"])
+@pytest.mark.parametrize("border", [None, (128, 128), (-0.0, 0.0)])
+def test_uniform_warp_descriptors_equal_warp_descriptors(layout, border):
+    from dlpipe.kernels.warp import uniform_warp_descriptors, warp_layout
+
+    rng = np.random.default_rng(5)
+    n = 7
+    nd = 3 if "D" in layout else 2
+    in_shape = tuple(int(v) for v in rng.integers(2, 50, len(layout)))
+    in_strides = tuple(_padded_strides(np.array(in_shape)))
+    size = tuple(int(v) for v in rng.integers(2, 50, nd))
+    channels = layout.endswith("C")
+    in_ptrs = (rng.integers(1, 1 << 40, n) * 256).astype(np.uint64)
+    out_ptrs = (rng.integers(1, 1 << 40, n) * 256).astype(np.uint64)
+    mats = rng.uniform(-5, 5, (n, nd * (nd + 1))).astype(np.float32)
+    bb = None if border is None else np.array(border, np.float64).tobytes()
+    out_shape, row = warp_layout(in_shape, in_strides, size, channels, nd, 1, 4, bb)
+    assert out_shape == ((*size, in_shape[-1]) if channels else size)
+    got = uniform_warp_descriptors(row, in_ptrs, out_ptrs, mats, nd)
+    want = warp_descriptors(in_ptrs, [in_shape] * n, [in_strides] * n, out_ptrs, [out_shape] * n,
+                            False, channels, nd, 1, 4, mats, border)  # fmt: skip
+    assert got.tobytes() == want.tobytes()
