@@ -176,7 +176,7 @@ class _ColorBase(Operator):
         half = f32(0.5 if in_dt.kind == "f" else 128.0)
         con, bri = vals["contrast"].astype(f32), vals["brightness"].astype(f32)
         offs = ((half - half * con) * bri).astype(np.float64)
-        return self._ordered(m), np.broadcast_to(offs[:, None], (n, 3))
+        return self._ordered(m), np.repeat(offs, 3).reshape(n, 3)
 
     def _sample_transforms(self, args: dict, n: int, in_dt: np.dtype):
         mats, offs = np.zeros((n, 3, 3)), np.zeros((n, 3))
