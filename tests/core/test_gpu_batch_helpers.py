@@ -17,3 +17,24 @@ def test_uniform_rows_is_rows_all_equal():
         assert uniform_rows(b)
         assert uniform_rows(b[:, ::-1])  # a strided view
     assert not uniform_rows(np.array([[224, 224, 3], [224, 3, 224]], np.int64))
+
+
+def test_reduction_plan_of_a_batch_of_one_shape_equals_the_per_sample_plan():
+    from dlpipe.operators.reductions import Max, Mean, Sum
+
+    class Samples:
+        def __init__(self, shapes):
+            self.shapes = np.asarray(shapes, np.int64)
+
+        def __len__(self):
+            return len(self.shapes)
+
+    for op in (Mean(axes=[0, 1]), Max(axes=[0, 1], keep_dims=True), Sum()):
+        one = Samples([[7, 5, 3]] * 4)
+        mixed = Samples([[7, 5, 3], [7, 5, 3], [7, 5, 3], [2, 5, 3]])
+        axes, shapes, norms = op._gpu_plan(one)
+        axes2, shapes2, norms2 = op._gpu_plan(mixed)  # per sample (the last differs)
+        assert axes == axes2
+        np.testing.assert_array_equal(shapes, np.repeat(shapes2[:1], 4, axis=0))
+        np.testing.assert_array_equal(norms, np.repeat(norms2[:1], 4))
+        assert shapes.shape[0] == 4 and norms.shape == (4,)
