@@ -38,3 +38,27 @@ def test_reduction_plan_of_a_batch_of_one_shape_equals_the_per_sample_plan():
         np.testing.assert_array_equal(shapes, np.repeat(shapes2[:1], 4, axis=0))
         np.testing.assert_array_equal(norms, np.repeat(norms2[:1], 4))
         assert shapes.shape[0] == 4 and norms.shape == (4,)
+
+
+def test_c_contiguous_is_strides_equal_c_strides():
+    from dlpipe.kernels._batch import c_contiguous, c_strides
+
+    class Samples:
+        def __init__(self, shapes, strides):
+            self.shapes = np.asarray(shapes, np.int64)
+            self.strides = np.asarray(strides, np.int64)
+
+        def __len__(self):
+            return len(self.shapes)
+
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        n, d = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        shapes = np.tile(rng.integers(1, 5, (1, d)), (n, 1)) if rng.random() < 0.5 else (
+            rng.integers(1, 5, (n, d)))  # fmt: skip
+        strides = c_strides(shapes)
+        if rng.random() < 0.5:
+            strides = strides + (rng.random(strides.shape) < 0.3)
+        s = Samples(shapes, strides)
+        assert c_contiguous(s) == bool((strides == c_strides(shapes)).all())
+    assert c_contiguous(Samples(np.zeros((0, 3)), np.zeros((0, 3))))
