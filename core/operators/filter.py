@@ -357,6 +357,10 @@ def _all_equal(values: list) -> bool:
 def _shapes(batch) -> list[tuple[int, ...]]:
     """Per-sample shapes of a CPU (list of arrays) or GPU (SampleList) batch."""
     if hasattr(batch, "shapes"):
+        from ..kernels._batch import uniform_rows
+
+        if len(batch.shapes) and uniform_rows(batch.shapes):  # (one shape: made once)
+            return [tuple(batch.shapes[0].tolist())] * len(batch.shapes)
         return [tuple(int(v) for v in shp) for shp in batch.shapes]
     return [np.shape(x) for x in batch]
 
