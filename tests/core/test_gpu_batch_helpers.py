@@ -62,3 +62,17 @@ def test_c_contiguous_is_strides_equal_c_strides():
         s = Samples(shapes, strides)
         assert c_contiguous(s) == bool((strides == c_strides(shapes)).all())
     assert c_contiguous(Samples(np.zeros((0, 3)), np.zeros((0, 3))))
+
+
+def test_small_stack_equals_np_stack():
+    from dlpipe.operators._small import stack
+
+    rng = np.random.default_rng(2)
+    for dt in (np.uint8, np.int32, np.float32, np.float64, np.bool_, np.complex64, ">i4", "U3"):
+        for shape in ((), (1,), (2, 3)):
+            xs = [rng.integers(0, 9, shape).astype(dt) for _ in range(5)]
+            got, want = stack(xs), np.stack(xs)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    assert stack([np.zeros(2), np.zeros(3)]) is None
+    assert stack([np.zeros(2, np.float32), np.zeros(2)]) is None
