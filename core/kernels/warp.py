@@ -53,7 +53,8 @@ def warp_descriptors(
 ) -> np.ndarray:
     """One ``WarpDesc`` per frame of every sample (host side, no GPU needed), built with a few
     numpy calls over the batch (no per-sample Python: the GPU stage's host work per batch is
-    what limits the automatic augmentations, BENCHMARKS.md).
+    what limits the automatic augmentations, BENCHMARKS.md "Automatic augmentation: the host
+    bookkeeping").
 
     Args:
         in_ptrs, out_ptrs: device addresses of the samples.
