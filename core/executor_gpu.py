@@ -191,11 +191,7 @@ class GpuStage:
                 raise _sample_error(e, node, i, ws) from None
             if self.profiler is not None:  # host time: enqueueing, plus decode calls
                 end = perf_counter()
-                self.profiler.add_ops(
-                    {node.name: end - start},
-                    {node.name: n},
-                    {node.name: (op.schema, op.device)},
-                )
+                self.profiler.add_op(node.name, end - start, n, (op.schema, op.device))
                 self.profiler.span(node.name, "gpu operator (host)", start, end)
             dropped = {}
             if isinstance(outs, Skipped):  # on_error="skip": samples to replace

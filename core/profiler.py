@@ -49,6 +49,14 @@ class Profiler:
                 self.op_samples[name] += samples[name]
             self.op_info.update(info)
 
+    def add_op(self, name: str, dt: float, samples: int, info: tuple[str, str]) -> None:
+        """:meth:`add_ops` of one operator call, without its dictionaries (the GPU stage
+        records one per operator and batch)."""
+        with self._lock:
+            self.op_time[name] += dt
+            self.op_samples[name] += samples
+            self.op_info[name] = info
+
     def add_stage(self, stage: str, start: float, end: float) -> None:
         with self._lock:
             self.stage_time[stage] += end - start

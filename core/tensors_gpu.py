@@ -12,6 +12,7 @@ from it through DLPack) never sees it overwritten.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,17 +86,12 @@ class SampleList:
         of ``arr`` when it is not)."""
         if not arr.flags.c_contiguous:
             arr = cupy.ascontiguousarray(arr)
-        n = arr.shape[0]
-        sample = arr.shape[1:]
-        step = arr.strides[0] if n else 0
-        ptrs = np.arange(n, dtype=np.uint64)
-        ptrs *= np.uint64(step)
-        ptrs += np.uint64(arr.data.ptr)
-        shapes = np.empty((n, len(sample)), np.int64)
-        shapes[:] = sample
-        strides = np.empty_like(shapes)
-        strides[:] = [s // arr.itemsize for s in arr.strides[1:]]
-        return cls.of_arrays(arr.dtype, ptrs, shapes, strides, arr, arr.device.id, dense=arr)
+        offsets, shapes, strides = _dense_layout(arr.shape, arr.strides, arr.itemsize)
+        # fresh arrays for every batch (copies of the memoised layout): nothing is shared
+        ptrs = offsets + np.uint64(arr.data.ptr)
+        return cls.of_arrays(
+            arr.dtype, ptrs, shapes.copy(), strides.copy(), arr, arr.device.id, dense=arr
+        )
 
     @classmethod
     def from_arrays(cls, arrays: Sequence, device_id: int | None = None) -> SampleList:
@@ -227,6 +223,23 @@ class SampleList:
             for i in range(len(self)):
                 out[i] = self[i]
         return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
+    """(byte offsets of the samples (N,) uint64, shapes, strides (N, ndim) int64 in elements)
+    of the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU
+    stage wraps every operator's output this way, batch after batch (read-only: callers copy)."""
+    n = shape[0]
+    step = strides[0] if n else 0
+    offsets = np.arange(n, dtype=np.uint64) * np.uint64(step)
+    shapes = np.empty((n, len(shape) - 1), np.int64)
+    shapes[:] = shape[1:]
+    el_strides = np.empty_like(shapes)
+    el_strides[:] = [s // itemsize for s in strides[1:]]
+    for a in (offsets, shapes, el_strides):
+        a.flags.writeable = False
+    return offsets, shapes, el_strides
 
 
 def _contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:

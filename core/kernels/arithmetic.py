@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, uniform_rows
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -450,7 +450,7 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
 
 def _uniform(s) -> bool:
     """Whether every sample of a batch has the first one's shape and strides."""
-    return bool((s.shapes == s.shapes[0]).all() and (s.strides == s.strides[0]).all())
+    return uniform_rows(s.shapes) and uniform_rows(s.strides)
 
 
 def _row_key(s) -> tuple:
@@ -527,15 +527,28 @@ def gather_views(samples, views: Sequence[tuple], stream=None):
         views: per sample ``(offset, shape, strides)`` in elements (``subscript_view``);
             strides may be 0 or negative.
     """
+    ndim = len(views[0][1]) if views else 0  # (one subscript: one rank for every sample)
+    offsets = np.array([v[0] for v in views], np.int64)
+    shapes = np.array([v[1] for v in views], np.int64).reshape(len(views), ndim)
+    strides = np.array([v[2] for v in views], np.int64).reshape(shapes.shape)
+    return gather_view_arrays(samples, offsets, shapes, strides, stream=stream)
+
+
+@stream_scoped
+def gather_view_arrays(samples, offsets, shapes, strides, stream=None):
+    """:func:`gather_views` with the views as arrays: ``offsets`` (N,), ``shapes`` and
+    ``strides`` (N, ndim), in elements."""
     samples = as_samples(samples)
     dt = samples.dtype
     steps = (("load", dt.name, 0),)
-    ptrs = samples.ptrs.astype(np.int64) + np.array([v[0] for v in views], np.int64) * np.int64(
-        dt.itemsize
-    )
-    ndim = len(views[0][1]) if views else 0  # (one subscript: one rank for every sample)
-    shapes = np.array([v[1] for v in views], np.int64).reshape(len(views), ndim)
-    strides = np.array([v[2] for v in views], np.int64).reshape(shapes.shape)
+    ptrs = samples.ptrs.astype(np.int64) + np.asarray(offsets, np.int64) * np.int64(dt.itemsize)
+    shapes = np.asarray(shapes, np.int64)
+    strides = np.array(strides, np.int64)  # a copy: written below
     strides[shapes == 1] = 0
-    return _launch(steps, shapes, dt, [ptrs.view(np.uint64)], [strides], samples.device_id,
-                   stream)  # fmt: skip
+    ptrs = ptrs.view(np.uint64)
+    if len(shapes) and uniform_rows(shapes) and uniform_rows(strides):  # (table[i]: memoised)
+        layout = _uniform_layout(((tuple(shapes[0].tolist()), tuple(strides[0].tolist())),))
+        if layout is not None:
+            return _launch_uniform(steps, layout, len(shapes), dt, [ptrs], samples.device_id,
+                                   stream)  # fmt: skip
+    return _launch(steps, shapes, dt, [ptrs], [strides], samples.device_id, stream)

@@ -45,8 +45,9 @@ def color_matrix_batch(inputs, matrices, offsets, out_dtype=None, stream=None):
     d = np.zeros(n, COLOR_DESC)
     d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
     d["h"], d["w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
-    d["m"] = np.broadcast_to(np.asarray(matrices, np.float64).reshape(-1, 9), (n, 9))
-    d["off"] = np.broadcast_to(np.asarray(offsets, np.float64).reshape(-1, 3), (n, 3))
+    # (the assignments broadcast one matrix / offset to every sample)
+    d["m"] = np.asarray(matrices, np.float64).reshape(-1, 9)
+    d["off"] = np.asarray(offsets, np.float64).reshape(-1, 3)
     dev = upload(d.view(np.uint8), stream)
     grid, block = grid_for(int(h.max()), int(w.max()), n)
     _get_color_kernel(s.dtype, out_dtype, s.device_id)(grid, block, (dev,), stream=stream)

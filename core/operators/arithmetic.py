@@ -377,6 +377,7 @@ class ArithmeticGenericOp(Operator):
         if not isinstance(expression, tuple) or expression[0] not in ARITY:
             raise ArgumentError(f"{self.schema}: expression={expression!r} is not an expression")
         self.expression = expression
+        self._plans: dict = {}  # (expression, input dtypes) -> plan, for the GPU
 
     def output_layouts(self, input_layouts):
         return [common_layout(input_layouts, format_expr(self.expression))]
@@ -416,7 +417,11 @@ class ArithmeticGenericOp(Operator):
         """GPU: one fused kernel for the whole tree and batch (``kernels/arithmetic.py``)."""
         from ..kernels.arithmetic import expression_batch
 
-        steps = self._steps([x.dtype for x in inputs])
+        dtypes = tuple(x.dtype for x in inputs)
+        key = (self.expression, dtypes)  # (fusion may replace the expression at build time)
+        steps = self._plans.get(key)
+        if steps is None:  # (dtype names cost more than the lookup, per operator and batch)
+            steps = self._plans[key] = self._steps(dtypes)
         return expression_batch(steps, inputs, stream=stream)
 
 

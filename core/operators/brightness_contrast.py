@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from . import _small
 from .cast import convert_sat, parse_dtype
 
 __all__ = ["Brightness", "BrightnessContrast", "Contrast", "apply_lut", "full_range", "half_range"]
@@ -107,6 +108,34 @@ class _BrightnessContrastBase(Operator):
         add = np.float32(s * np.float32(full_range(out_dt)) + b * (center - c * center))
         return mul, add
 
+    def _mul_adds(self, args: dict, n: int, in_dt: np.dtype, out_dt: np.dtype):
+        """:meth:`_mul_add` of every sample, as float64 (N,) arrays, with numpy over the batch
+        (the same float32 operations elementwise); argument values that are not numbers go
+        sample by sample."""
+        vals = {}
+        for name in ("brightness", "brightness_shift", "contrast"):
+            if name in args:
+                a = _small.stack(args[name])
+                if a is None or a.dtype.kind not in "iuf" or a.size < n:
+                    return self._sample_mul_adds(args, n, in_dt, out_dt)
+                v = a.reshape(n, -1)[:, 0].astype(np.float64)
+            else:
+                v = np.full(n, getattr(self, name))
+            vals[name] = v.astype(np.float32)
+        b, s, c = vals["brightness"], vals["brightness_shift"], vals["contrast"]
+        center = np.float32(
+            self.contrast_center if self.contrast_center is not None else half_range(in_dt)
+        )
+        mul = b * c
+        add = s * np.float32(full_range(out_dt)) + b * (center - c * center)
+        return mul.astype(np.float64), add.astype(np.float64)
+
+    def _sample_mul_adds(self, args: dict, n: int, in_dt: np.dtype, out_dt: np.dtype):
+        mul, add = np.ones(n, np.float64), np.zeros(n, np.float64)
+        for i in range(n):
+            mul[i], add[i] = self._mul_add({k: v[i] for k, v in args.items()}, in_dt, out_dt)
+        return mul, add
+
     def run_sample(self, inputs, args, param):
         x = inputs[0]
         _check_input(x, self.schema)
@@ -136,9 +165,7 @@ class _BrightnessContrastBase(Operator):
         if n == 0:
             return alloc_batch(np.zeros((0, 0), np.int64), out_dt, s.device_id)
         folded, shapes = fold_rows(s, 3 if s.shapes.shape[1] >= 3 else 2)
-        mul, add = np.ones(n, np.float64), np.zeros(n, np.float64)
-        for i in range(n):
-            mul[i], add[i] = self._mul_add({k: v[i] for k, v in args.items()}, in_dt, out_dt)
+        mul, add = self._mul_adds(args, n, in_dt, out_dt)
         # (N, 1): one factor per sample for every channel (a 1-D list would mean per channel)
         out = affine_batch(folded, mul.reshape(n, 1), add, out_dtype=out_dt, stream=stream)
         return unfold_rows(out, shapes)

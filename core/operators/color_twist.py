@@ -24,10 +24,11 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ..types import DALIImageType, to_image_type
+from . import _small
 from .brightness_contrast import _finite_number
 from .cast import convert_sat, parse_dtype
 
-__all__ = ["ColorTwist", "Hsv", "Hue", "Saturation", "color_matrix"]
+__all__ = ["ColorTwist", "Hsv", "Hue", "Saturation", "color_matrices", "color_matrix"]
 
 RGB2YIQ = np.array(
     [[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]], np.float32
@@ -59,6 +60,30 @@ def color_matrix(
     return m
 
 
+def color_matrices(hue, saturation, value, brightness, contrast) -> np.ndarray:
+    """:func:`color_matrix` of a batch at once: (N,) float64 adjustments in, (N, 3, 3)
+    float32 out, with the same float32 operations elementwise and the same 3x3 products
+    (``numpy.matmul`` of each), so the same values."""
+    f32 = np.float32
+    h = (np.asarray(hue, np.float64) * math.pi / 180).astype(f32)
+    n = len(h)
+    c, s = np.cos(h), np.sin(h)
+    hue_m = np.zeros((n, 3, 3), f32)
+    hue_m[:, 0, 0] = 1
+    hue_m[:, 1, 1] = hue_m[:, 2, 2] = c
+    hue_m[:, 1, 2] = s
+    hue_m[:, 2, 1] = -s
+    sat_m = np.zeros((n, 3, 3), f32)
+    sat_m[:, 0, 0] = 1
+    sat_m[:, 1, 1] = sat_m[:, 2, 2] = np.asarray(saturation, f32)
+    val_m = np.asarray(value, f32)[:, None, None] * np.eye(3, dtype=f32)  # (-0 off the diagonal)
+    bc = np.asarray(brightness, f32) * np.asarray(contrast, f32)
+    m = bc[:, None, None] * YIQ2RGB
+    for factor in (hue_m, sat_m, val_m, RGB2YIQ):
+        m = m @ factor
+    return m
+
+
 def apply_color_matrix(
     x: np.ndarray, m: np.ndarray, offset: float, out_dt: np.dtype, bgr: bool = False
 ) -> np.ndarray:
@@ -87,6 +112,7 @@ class _ColorBase(Operator):
                 raise ArgumentError(f"{self.schema}: {name}={v!r} must be a finite number")
             setattr(self, name, float(v))
         self.dtype = parse_dtype(dtype, self.schema, allowed=_TYPES)
+        self._static: dict = {}  # float input? -> the transform without argument inputs
         try:
             self.image_type = to_image_type(image_type)
         except ValueError:
@@ -123,6 +149,45 @@ class _ColorBase(Operator):
         m = color_matrix(hue, sat, val, bri, con)
         half = np.float32(0.5 if in_dt.kind == "f" else 128.0)
         return m, float((half - half * np.float32(con)) * np.float32(bri))
+
+    def _batch_transforms(self, args: dict, n: int, in_dt: np.dtype):
+        """The (N, 3, 3) matrices (channel order applied) and (N,) offsets of a batch, with
+        numpy over the batch (:func:`color_matrices`); without argument inputs, one
+        transform worked out once. Values that are not numbers go sample by sample."""
+        if not args:
+            key = in_dt.kind == "f"
+            t = self._static.get(key)
+            if t is None:
+                m, off = self._transform({}, in_dt)
+                t = self._static[key] = (self._ordered(m)[None], np.array([[off]]))
+            return np.broadcast_to(t[0], (n, 3, 3)), np.broadcast_to(t[1], (n, 3))
+        vals = {}
+        for name, default in (("hue", 0.0), ("saturation", 1.0), ("value", 1.0),
+                              ("brightness", 1.0), ("contrast", 1.0)):  # fmt: skip
+            if name in args:
+                a = _small.stack(args[name])
+                if a is None or a.dtype.kind not in "iuf" or a.size < n:
+                    return self._sample_transforms(args, n, in_dt)
+                vals[name] = a.reshape(n, -1)[:, 0].astype(np.float64)
+            else:
+                vals[name] = np.full(n, getattr(self, name, default))
+        m = color_matrices(*vals.values())
+        f32 = np.float32
+        half = f32(0.5 if in_dt.kind == "f" else 128.0)
+        con, bri = vals["contrast"].astype(f32), vals["brightness"].astype(f32)
+        offs = ((half - half * con) * bri).astype(np.float64)
+        return self._ordered(m), np.repeat(offs, 3).reshape(n, 3)
+
+    def _sample_transforms(self, args: dict, n: int, in_dt: np.dtype):
+        mats, offs = np.zeros((n, 3, 3)), np.zeros((n, 3))
+        for i in range(n):
+            m, offs[i] = self._transform({k: v[i] for k, v in args.items()}, in_dt)
+            mats[i] = m
+        return self._ordered(mats), offs
+
+    def _ordered(self, m: np.ndarray) -> np.ndarray:
+        """Matrices (..., 3, 3) for the input's channel order (BGR: both axes reversed)."""
+        return m[..., ::-1, ::-1] if self.image_type == DALIImageType.BGR else m
 
     def run_sample(self, inputs, args, param):
         x = inputs[0]
@@ -162,10 +227,7 @@ class _ColorBase(Operator):
         if n == 0:
             return alloc_batch(np.zeros((0, 0), np.int64), out_dt, s.device_id)
         folded, shapes = fold_rows(s, 3)
-        mats, offs = np.zeros((n, 3, 3)), np.zeros((n, 3))
-        for i in range(n):
-            m, offs[i] = self._transform({k: v[i] for k, v in args.items()}, in_dt)
-            mats[i] = m[::-1, ::-1] if self.image_type == DALIImageType.BGR else m
+        mats, offs = self._batch_transforms(args, n, in_dt)
         out = color_matrix_batch(folded, mats, offs, out_dtype=out_dt, stream=stream)
         return unfold_rows(out, shapes)
 

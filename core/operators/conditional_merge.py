@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._conditionals import predicate_mask
+from .._gpu_branches import merge_gpu
 from ..graph import Operator, register
 
 
@@ -67,9 +69,6 @@ class ConditionalMerge(Operator):
         """GPU: per sample, the pointer, shape and strides of the chosen branch's value. The
         GPU stage gives ``t`` for the samples whose predicate holds and ``f`` for the others
         (``_gpu_branches.py``); they are interleaved."""
-        from .._conditionals import predicate_mask
-        from .._gpu_branches import merge_gpu
-
         t, f = inputs
         pred = predicate_mask(args["predicate"], len(args["predicate"]))
         desc = [(x.dtype, x.shapes.shape[1]) if hasattr(x, "ptrs") else None for x in (t, f)]

@@ -81,6 +81,7 @@ class Constant(Operator):
         value.setflags(write=False)  # every sample and iteration shares it
         self.value = value
         self._gpu_value = None
+        self._gpu_rows: dict = {}  # batch size -> the samples' pointers, shapes, strides
 
     def output_layouts(self, input_layouts):
         return [self.layout]
@@ -109,15 +110,18 @@ class Constant(Operator):
             dev.set(self.value, stream=stream)
             self._gpu_value = dev
         dev = self._gpu_value
-        ndim = dev.ndim
-        strides = np.array(dev.strides, np.int64) // max(1, dev.itemsize)
-        return SampleList(
-            dev.dtype,
-            np.full(n, dev.data.ptr, np.uint64),
-            np.tile(np.array(dev.shape, np.int64), (n, 1)).reshape(n, ndim),
-            np.tile(strides, (n, 1)).reshape(n, ndim),
-            dev,
-            dev.device.id,
+        rows = self._gpu_rows.get(n)
+        if rows is None:  # every sample points at the one tensor: made once per batch size
+            ndim = dev.ndim
+            strides = np.array(dev.strides, np.int64) // max(1, dev.itemsize)
+            rows = self._gpu_rows[n] = (
+                np.full(n, dev.data.ptr, np.uint64),
+                np.tile(np.array(dev.shape, np.int64), (n, 1)).reshape(n, ndim),
+                np.tile(strides, (n, 1)).reshape(n, ndim),
+            )
+        # copies: each batch gets arrays of its own
+        return SampleList.of_arrays(
+            dev.dtype, rows[0].copy(), rows[1].copy(), rows[2].copy(), dev, dev.device.id
         )
 
     def batch_params(self, n: int):

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 
-__all__ = ["Equalize", "ExperimentalEqualize", "equalize_geometry"]
+__all__ = ["Equalize", "ExperimentalEqualize", "equalize_geometries", "equalize_geometry"]
 
 LAYOUTS = ("HW", "HWC", "CHW", "FHW", "FHWC", "FCHW")
 _DEFAULT = {2: "HW", 3: "HWC", 4: "FHWC"}
@@ -50,6 +50,25 @@ def equalize_geometry(who: str, layout: str, shape) -> tuple[int, int, int, int]
     pixels = dims["H"] * dims["W"]
     divisor = pixels if layout.endswith("CHW") else 1
     return frames, pixels, channels, divisor
+
+
+def equalize_geometries(who: str, layout: str, shapes: np.ndarray) -> np.ndarray:
+    """:func:`equalize_geometry` of every sample of a batch (shapes (N, ndim), one rank), as
+    an int64 (N, 4) array, with numpy over the batch (the layout is checked once)."""
+    shapes = np.asarray(shapes, np.int64)
+    n, ndim = shapes.shape
+    if n == 0:
+        return np.zeros((0, 4), np.int64)
+    equalize_geometry(who, layout, shapes[0])  # the checks, which depend on the rank only
+    layout = layout or _DEFAULT[ndim]
+    g = np.ones((n, 4), np.int64)
+    for col, dim in ((0, "F"), (2, "C")):
+        if dim in layout:
+            g[:, col] = shapes[:, layout.index(dim)]
+    g[:, 1] = shapes[:, layout.index("H")] * shapes[:, layout.index("W")]
+    if layout.endswith("CHW"):
+        g[:, 3] = g[:, 1]
+    return g
 
 
 def _equalize_plane(plane: np.ndarray) -> np.ndarray:
@@ -107,7 +126,7 @@ class Equalize(Operator):
 
         s = as_samples(inputs[0])
         self._check(s.dtype)
-        geometry = [equalize_geometry(self.schema, self._layout, shp) for shp in s.shapes]
+        geometry = equalize_geometries(self.schema, self._layout, s.shapes)
         return equalize_batch(s, geometry, stream=stream)
 
 

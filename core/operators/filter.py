@@ -291,6 +291,18 @@ class Filter(Operator):
         return res.reshape((h, w, *img.shape[2:]))
 
     # --- GPU --------------------------------------------------------------------------------
+    def _uniform_batch(self, s, f_shapes, fill_sizes, args) -> bool:
+        """Whether every sample has the first one's shape, filter shape and fill size (and
+        the anchor is not per sample): then one :meth:`sample_plan` serves the batch."""
+        from ..kernels._batch import uniform_rows
+
+        return (
+            "anchor" not in args
+            and uniform_rows(s.shapes)
+            and _all_equal(f_shapes)
+            and (fill_sizes is None or _all_equal(fill_sizes))
+        )
+
     def run_batch(self, inputs, args, params, stream):
         from ..kernels._batch import as_samples
         from ..kernels.filter import filter_batch
@@ -310,7 +322,19 @@ class Filter(Operator):
             if n:
                 self._check_fill(_dtype(fills), s.dtype)
         plans, anchors = [], []
-        for i in range(n):
+        if n and self._uniform_batch(s, f_shapes, fill_sizes, args):  # one plan for all
+            plans = [self.sample_plan(s.shapes[0], f_shapes[0],
+                                      None if fill_sizes is None else fill_sizes[0], 0)] * n  # fmt: skip
+            anchor = (
+                (0,) * plans[0]["axes"]
+                if self.valid
+                else resolve_anchor(self.schema, self.anchor, plans[0]["filter_shape"], 0)
+            )
+            anchors = [anchor] * n
+            n_loop = 0
+        else:
+            n_loop = n
+        for i in range(n_loop):
             plan = self.sample_plan(
                 s.shapes[i], f_shapes[i], None if fill_sizes is None else fill_sizes[i], i
             )
@@ -326,9 +350,17 @@ class Filter(Operator):
         )
 
 
+def _all_equal(values: list) -> bool:
+    return all(v == values[0] for v in values)
+
+
 def _shapes(batch) -> list[tuple[int, ...]]:
     """Per-sample shapes of a CPU (list of arrays) or GPU (SampleList) batch."""
     if hasattr(batch, "shapes"):
+        from ..kernels._batch import uniform_rows
+
+        if len(batch.shapes) and uniform_rows(batch.shapes):  # (one shape: made once)
+            return [tuple(batch.shapes[0].tolist())] * len(batch.shapes)
         return [tuple(int(v) for v in shp) for shp in batch.shapes]
     return [np.shape(x) for x in batch]
 

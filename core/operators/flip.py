@@ -30,6 +30,19 @@ def _flag(name: str, value: Any) -> int:
     return int(v.reshape(()))
 
 
+def flags_of(name: str, values) -> np.ndarray:
+    """:func:`_flag` of every sample of an argument input, as int64 (N,), with numpy over the
+    batch; samples of another shape or type go through :func:`_flag` (which names a bad one)."""
+    from ._small import stack
+
+    v = stack(values)
+    if v is not None and v.size == len(values) and v.dtype.kind in "biuf":
+        v = v.reshape(len(values))
+        if v.dtype.kind != "f" or (np.isfinite(v) & (v == np.floor(v))).all():
+            return v.astype(np.int64)
+    return np.array([_flag(name, x) for x in values], np.int64)
+
+
 def flip_axes(layout: str, horizontal: int, vertical: int, depthwise: int) -> tuple[int, ...]:
     """Array axes to reverse for ``layout`` (axes the layout lacks are ignored, as in DALI)."""
     axes = []
@@ -113,17 +126,15 @@ def flip_op_batch(op, samples, args: dict, stream):
     n = len(s)
     flags = {k: np.full(n, v, np.int64) for k, v in op.flags.items()}
     for k, vals in args.items():
-        flags[k] = np.array([_flag(k, v) for v in vals], np.int64)
+        flags[k] = flags_of(k, vals)
     ndim = s.shapes.shape[1] if n else 0
     layout = op._layout or _DEFAULT_LAYOUTS.get(ndim, "")
     if layout in ("HWC", "HW") and len(layout) == ndim:
         return flip_batch(s, flags["horizontal"], flags["vertical"], stream=stream)
     if n and len(layout) != ndim:
         raise ArgumentError(f"flip: a {ndim}-D sample does not match the input layout {layout!r}")
-    flips = np.zeros((n, ndim), np.int64)
-    for i in range(n):
-        axes = flip_axes(
-            layout, flags["horizontal"][i], flags["vertical"][i], flags["depthwise"][i]
-        )
-        flips[i, list(axes)] = 1
+    flips = np.zeros((n, ndim), np.int64)  # flip_axes(...) of every sample
+    for name, dim in (("horizontal", "W"), ("vertical", "H"), ("depthwise", "D")):
+        if dim in layout:
+            flips[:, layout.index(dim)] = flags[name] != 0
     return window_batch(s, np.zeros((n, ndim), np.int64), s.shapes, flips, stream=stream)

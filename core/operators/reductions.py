@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import uniform_rows
 from ._tensor_args import axes_from_names, clamp_cast, int_list, layout_arg, normalize_axes
 from .cast import parse_dtype
 
@@ -151,9 +152,16 @@ class _Reduce(Operator):
         n = len(s)
         ndim = s.shapes.shape[1] if n else 0
         axes = self.reduced_axes(ndim)
-        out_shapes = np.array([self.out_shape(sh, axes) for sh in s.shapes], np.int64)
-        counts = [int(np.prod(sh[axes])) if axes else 1 for sh in s.shapes]
+        if n and uniform_rows(s.shapes):  # one shape: one sample's plan for every sample
+            shapes = s.shapes[:1]
+        else:
+            shapes = s.shapes
+        out_shapes = np.array([self.out_shape(sh, axes) for sh in shapes], np.int64)
+        counts = [int(np.prod(sh[axes])) if axes else 1 for sh in shapes]
         norms = np.array([self.norm_for(c) for c in counts], np.float64)
+        if len(shapes) < n:
+            out_shapes = np.repeat(out_shapes.reshape(1, -1), n, axis=0)
+            norms = np.repeat(norms, n)
         return axes, out_shapes.reshape(n, -1), norms
 
     def run_batch(self, inputs, args, params, stream):

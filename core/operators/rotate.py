@@ -13,11 +13,12 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import register
+from . import _small
 from ._affine import deg2rad
 from ._warp import WarpOp
 from .transform_rotation import rotation2d, rotation3d
 
-__all__ = ["Rotate", "rotate_matrix", "rotated_canvas"]
+__all__ = ["Rotate", "rotate_matrices_2d", "rotate_matrix", "rotated_canvas"]
 
 
 def rotated_canvas(in_spatial: tuple[int, ...], angle_deg: float, axis=None) -> tuple[int, ...]:
@@ -68,6 +69,32 @@ def rotate_matrix(in_spatial, out_spatial, angle_deg: float, axis=None) -> np.nd
     else:
         r = rotation3d(axis, -deg2rad(angle_deg))
     return (t_in @ r @ t_out)[:nd].astype(np.float32)
+
+
+def rotate_matrices_2d(in_spatial: np.ndarray, out_spatial: np.ndarray, angles) -> np.ndarray:
+    """:func:`rotate_matrix` of a batch of 2-D rotations at once, as (N, 6) float32: the same
+    float32 operations elementwise and the same products (``numpy.matmul`` of each 3x3
+    triple), so the same values.
+
+    Args:
+        in_spatial, out_spatial: (N, 2) (H, W) of the inputs and of the outputs.
+        angles: (N,) angles in degrees (float32 values).
+    """
+    f32 = np.float32
+    n = len(in_spatial)
+    a = -(f32(-np.asarray(angles, f32)) * f32(np.pi / 180))  # -deg2rad(-angle)
+    c, s = np.cos(a), np.sin(a)
+    r = np.zeros((n, 3, 3), f32)
+    r[:, 0, 0] = r[:, 1, 1] = c
+    r[:, 0, 1] = -s
+    r[:, 1, 0] = s
+    r[:, 2, 2] = 1
+    t_in = np.zeros((n, 3, 3), f32)
+    t_in[:, (0, 1, 2), (0, 1, 2)] = 1
+    t_out = t_in.copy()
+    t_in[:, :2, 2] = np.asarray(in_spatial)[:, ::-1].astype(f32) * f32(0.5)
+    t_out[:, :2, 2] = -(np.asarray(out_spatial)[:, ::-1].astype(f32) * f32(0.5))
+    return (t_in @ r @ t_out)[:, :2].reshape(n, 6).astype(f32)
 
 
 @register(legacy=("Rotate",))
@@ -149,3 +176,35 @@ class Rotate(WarpOp):
         if size is None:
             size = in_spatial if self.keep_size else rotated_canvas(in_spatial, angle, axis)
         return rotate_matrix(in_spatial, size, angle, axis), tuple(size)
+
+    def _batch_params(self, inputs, args, shapes, stream):
+        """2-D rotations with numpy over the batch (:func:`rotate_matrices_2d`); volumes, a
+        ``size`` or ``axis`` argument input and angles that are not one number per sample
+        go sample by sample."""
+        n = len(shapes)
+        lay = self._layout_of(shapes.shape[1])
+        if lay.spatial_ndim != 2 or "axis" in args or "size" in args:
+            return super()._batch_params(inputs, args, shapes, stream)
+        if "angle" in args:
+            a = _small.stack(args["angle"])
+            if a is None or a.size != n or a.dtype.kind not in "iuf":
+                return super()._batch_params(inputs, args, shapes, stream)
+            angles = a.astype(np.float32).reshape(n)
+        else:
+            angles = np.full(n, self.angle, np.float32)
+        start = 1 if lay.frames else 0
+        in_spatial = shapes[:, start : start + 2]
+        size = self._size_of({}, lay)
+        if size is not None:
+            sizes = np.broadcast_to(np.array(size, np.int64), (n, 2))
+        elif self.keep_size:
+            sizes = in_spatial
+        else:
+            sizes = np.array(
+                [
+                    rotated_canvas(tuple(sp.tolist()), float(a))
+                    for sp, a in zip(in_spatial, angles, strict=True)
+                ],
+                np.int64,
+            ).reshape(n, 2)
+        return rotate_matrices_2d(in_spatial, sizes, angles), sizes

@@ -386,11 +386,16 @@ class TensorSubscript(Operator):
         return np.ascontiguousarray(x[tuple(index)])
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: the subscripts become per-sample strided views, gathered in one launch."""
-        from ..kernels.arithmetic import gather_views
+        """GPU: the subscripts become per-sample strided views, gathered in one launch;
+        integer subscripts (``table[i]``) worked out with numpy over the batch
+        (:meth:`_index_views`)."""
+        from ..kernels.arithmetic import gather_view_arrays, gather_views
 
         samples = inputs[0]
         n = len(samples)
+        views = self._index_views(samples, args, n) if n else None
+        if views is not None:
+            return gather_view_arrays(samples, *views, stream=stream)
         views = []
         for i in range(n):
             shape = tuple(int(s) for s in samples.shapes[i])
@@ -398,3 +403,28 @@ class TensorSubscript(Operator):
             index = resolve(self.items, self.statics, sample_args, shape)
             views.append(subscript_view(shape, samples.strides[i], index))
         return gather_views(samples, views, stream=stream)
+
+    def _index_views(self, samples, args: dict, n: int) -> tuple | None:
+        """(offsets (N,), shapes, strides (N, ndim)) of integer subscripts only, over the
+        batch's shape and stride arrays; None for anything else (slices, new axes, an index
+        out of range or not an integer scalar: the per-sample path handles and names those)."""
+        k = len(self.items)
+        shapes, strides = samples.shapes, samples.strides
+        if not all(it == ("sub", "at") for it in self.items) or not 0 < k <= shapes.shape[1]:
+            return None
+        offsets = np.zeros(n, np.int64)
+        for i in range(k):
+            name = f"at_{i}"
+            if name in args:
+                at = _small.stack(args[name])
+                if at is None or at.ndim != 1 or at.dtype.kind not in "iu" or at.dtype == np.uint64:
+                    return None
+                at = at.astype(np.int64)
+            else:
+                at = np.full(n, self.statics[name], np.int64)
+            extent = shapes[:, i]
+            at = np.where(at < 0, at + extent, at)
+            if ((at < 0) | (at >= extent)).any():
+                return None
+            offsets += at * strides[:, i]
+        return offsets, shapes[:, k:], strides[:, k:]

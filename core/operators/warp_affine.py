@@ -9,9 +9,10 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import register
+from . import _small
 from ._warp import WarpOp
 
-__all__ = ["WarpAffine", "invert_affine"]
+__all__ = ["WarpAffine", "invert_affine", "invert_affines"]
 
 
 def invert_affine(m: np.ndarray) -> np.ndarray:
@@ -25,6 +26,21 @@ def invert_affine(m: np.ndarray) -> np.ndarray:
     except np.linalg.LinAlgError:
         raise ArgumentError(f"warp_affine: the matrix {m.tolist()} cannot be inverted") from None
     return inv[:nd].astype(np.float32)
+
+
+def invert_affines(m: np.ndarray) -> np.ndarray:
+    """:func:`invert_affine` of a stack of ``(N, nd, nd + 1)`` matrices at once (the same float64
+    inversion of each, LAPACK's, so the same float32 results).
+
+    Raises:
+        numpy.linalg.LinAlgError: a matrix cannot be inverted (the caller names it).
+    """
+    m = np.asarray(m, np.float64)
+    n, nd = m.shape[:2]
+    h = np.zeros((n, nd + 1, nd + 1))
+    h[:, :nd] = m
+    h[:, nd, nd] = 1
+    return np.linalg.inv(h)[:, :nd].astype(np.float32)
 
 
 @register(legacy=("WarpAffine",))
@@ -83,6 +99,7 @@ class WarpAffine(WarpOp):
                 )
             self.matrix = flat if flat.size else None
         self.inverse_map = bool(inverse_map)
+        self._static: dict = {}  # spatial ndim -> the matrix argument, checked and inverted
         if interp_type is None:
             interp_type = DALIInterpType.INTERP_LINEAR
         self._setup_warp(size, fill_value, interp_type, dtype, output_dtype)
@@ -123,21 +140,53 @@ class WarpAffine(WarpOp):
         return m, tuple(size)
 
     def _batch_params(self, inputs, args, shapes, stream):
+        n = len(shapes)
+        lay = self._layout_of(shapes.shape[1])
         if len(inputs) < 2:
-            return super()._batch_params(inputs, args, shapes, stream)
+            sizes = self._batch_sizes(args, shapes, lay)
+            mats = self._batch_matrices(args, n, lay.spatial_ndim)
+            if sizes is None or mats is None:  # per sample: checked and named there
+                return super()._batch_params(inputs, args, shapes, stream)
+            return mats, sizes
         # the matrices are on the GPU: no copy to the host; inverted there if needed
         from ..kernels.warp import device_matrices
 
-        n = len(shapes)
-        lay = self._layout_of(len(shapes[0]) if n else 3)
-        sizes = [
-            tuple(
-                self._size_of({k: v[i] for k, v in args.items()}, lay)
-                or lay.spatial_shape(shapes[i])
-            )
-            for i in range(n)
-        ]
+        sizes = self._batch_sizes(args, shapes, lay)
+        if sizes is None:
+            sizes = [
+                tuple(self._size_of({"size": args["size"][i]}, lay) or lay.spatial_shape(sh))
+                for i, sh in enumerate(shapes)
+            ]
         mats = device_matrices(
             self.schema, inputs[1], n, lay.spatial_ndim, not self.inverse_map, stream=stream
         )
         return mats, sizes
+
+    def _batch_matrices(self, args, n: int, nd: int) -> np.ndarray | None:
+        """The (N, nd * (nd + 1)) float32 destination-to-source matrices of a batch, with
+        numpy over the batch: the ``matrix`` argument (checked and inverted once), or the
+        per-sample matrices of its argument input stacked and inverted at once. None when
+        the per-sample path must tell what is wrong (a sample of another shape or type, a
+        matrix that cannot be inverted)."""
+        nm = nd * (nd + 1)
+        if "matrix" not in args:
+            m = self._static.get(nd)
+            if m is None:
+                m = self._static[nd] = self._matrix_of(self.matrix, nd).reshape(1, nm)
+            return np.broadcast_to(m, (n, nm))
+        m = _small.stack(args["matrix"])
+        if (
+            m is None
+            or m.dtype.kind not in "iuf"
+            or m[0].size != nm
+            or m.ndim not in (2, 3)
+            or (m.ndim == 3 and m.shape[1] != nd)
+        ):
+            return None
+        m = m.astype(np.float32, copy=False).reshape(n, nd, nd + 1)
+        if not self.inverse_map:
+            try:
+                m = invert_affines(m)
+            except np.linalg.LinAlgError:
+                return None
+        return m.reshape(n, nm)

@@ -169,3 +169,25 @@ def test_gpu_matches_cpu(image_root, dtype):
         g = g.as_cpu()
         for i in range(len(c)):
             assert np.abs(g.at(i).astype(np.float64) - c.at(i)).max() <= 1.0
+
+
+@pytest.mark.parametrize("in_dt, out_dt", [(np.uint8, np.uint8), (np.float32, np.uint8),
+                                           (np.int16, np.float32)])  # fmt: skip
+def test_batch_factors_equal_the_per_sample_ones(in_dt, out_dt):
+    rng = np.random.default_rng(0)
+    n = 40
+    for names, kw in [
+        (["brightness"], {}),
+        (["brightness", "contrast", "brightness_shift"], {"contrast_center": 77.5}),
+        (["contrast"], {"brightness": 1.3, "brightness_shift": 0.1}),
+        ([], {"brightness": 0.7}),
+    ]:
+        op = BrightnessContrast(**kw)
+        args = {k: [np.float32(v) for v in rng.uniform(-1, 2, n)] for k in names}
+        if "contrast" in args:
+            args["contrast"] = [np.array([v], np.float64) for v in rng.uniform(-1, 2, n)]
+        dts = (np.dtype(in_dt), np.dtype(out_dt))
+        got = op._mul_adds(args, n, *dts)
+        want = op._sample_mul_adds(args, n, *dts)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])

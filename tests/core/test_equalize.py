@@ -138,3 +138,18 @@ def test_descriptor_packing():
     np.testing.assert_array_equal(d["cdiv"], [1, 35, 1])
     np.testing.assert_array_equal(d["frames"], [1, 4, 2])
     np.testing.assert_array_equal(d["in_ptr"], [16, 32, 48])
+
+
+@pytest.mark.parametrize("layout", ["", "HW", "HWC", "CHW", "FHW", "FHWC", "FCHW"])
+def test_geometries_of_a_batch_equal_the_per_sample_ones(layout):
+    from dlpipe.operators.equalize import equalize_geometries
+
+    rng = np.random.default_rng(0)
+    shapes = rng.integers(1, 50, (20, len(layout) or 3))
+    got = equalize_geometries("equalize", layout, shapes)
+    assert got.dtype == np.int64
+    assert [tuple(g) for g in got.tolist()] == [
+        equalize_geometry("equalize", layout, s) for s in shapes
+    ]
+    with pytest.raises(ArgumentError):
+        equalize_geometries("equalize", "HWC", shapes[:, :2])

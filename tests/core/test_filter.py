@@ -238,3 +238,18 @@ def test_descriptor_packing():
     assert d["filt_frame_stride"].tolist() == [15, 0]
     assert [d[k][1] for k in ("out_d", "out_h", "out_w", "channels")] == [2, 4, 6, 2]
     assert spatial3((5, 6)) == (1, 5, 6)
+
+
+@pytest.mark.parametrize("layout, shape, fshape", [("HWC", (9, 11, 3), (3, 3)),
+                                                   ("FCHW", (2, 3, 7, 6), (2, 3, 5))])  # fmt: skip
+def test_one_plan_for_a_batch_packs_as_the_per_sample_plans(layout, shape, fshape):
+    import copy
+
+    op = Filter(mode="same")
+    op._layout = layout
+    n = 5
+    plan = op.sample_plan(shape, fshape, None, 0)
+    anchor = resolve_anchor("filter", [-1], plan["filter_shape"], 0)
+    shared = filter_descs([shape] * n, [plan] * n, [anchor] * n)  # one row for all
+    separate = filter_descs([shape] * n, [copy.deepcopy(plan) for _ in range(n)], [anchor] * n)
+    assert shared.tobytes() == separate.tobytes()

@@ -141,3 +141,21 @@ def test_pipeline_coin_flip_argument_input(image_root):
             expected = images.at(i)[:, ::-1] if c else images.at(i)
             np.testing.assert_array_equal(flipped.at(i), expected)
     assert seen == {0, 1}
+
+
+def test_flags_of_a_batch_equal_the_per_sample_flags():
+    from dlpipe.operators.flip import _flag, flags_of
+
+    batches = [
+        [np.int32(1), np.int32(0), np.int32(1)],
+        [np.array([True]), np.array([False]), np.array([True])],
+        [np.float32(1.0), np.float32(0.0), np.float32(-0.0)],
+        [np.int64(0), np.array([1], np.uint8), np.float64(1.0)],  # mixed: per sample
+    ]
+    for vals in batches:
+        got = flags_of("horizontal", vals)
+        assert got.dtype == np.int64
+        assert got.tolist() == [_flag("horizontal", v) for v in vals]
+    for bad in ([np.float32(0.5), np.float32(1)], [np.float32(np.inf)], [np.array([1, 0])]):
+        with pytest.raises(ArgumentError, match="must be an integer flag"):
+            flags_of("horizontal", bad)

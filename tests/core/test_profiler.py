@@ -73,3 +73,13 @@ def test_trace_is_chrome_json(tmp_path):
     assert {"cpu stage", "consumer waits"} <= names
     assert any(e["ph"] == "M" and e["args"]["name"].startswith("dlpipe") for e in events)
     assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+
+
+def test_add_op_records_as_add_ops():
+    from dlpipe.profiler import Profiler
+
+    a, b = Profiler(), Profiler()
+    for name, dt, n in (("x", 0.5, 4), ("y", 0.25, 2), ("x", 0.125, 4)):
+        a.add_op(name, dt, n, ("schema_" + name, "gpu"))
+        b.add_ops({name: dt}, {name: n}, {name: ("schema_" + name, "gpu")})
+    assert a.op_time == b.op_time and a.op_samples == b.op_samples and a.op_info == b.op_info
