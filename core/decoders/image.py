@@ -81,7 +81,8 @@ def decode_cpu(
             flags = cv2.IMREAD_GRAYSCALE
         elif output_type not in (DALIImageType.BGR, DALIImageType.YCbCr):
             # libjpeg-turbo (and the PNG, TIFF, ... readers) write RGB themselves: the same
-            # bytes as BGR then cvtColor, without that pass (~10% of a JPEG's decode time)
+            # bytes as BGR then cvtColor, ~30% less CPU a JPEG (BENCHMARKS.md, "SSD's CPU
+            # operators beside DALI's, on the CPU")
             flags = cv2.IMREAD_COLOR_RGB
         if not adjust_orientation:
             flags |= cv2.IMREAD_IGNORE_ORIENTATION
