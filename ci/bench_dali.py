@@ -347,7 +347,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         stats = {
             "stages_ms": {k: v["per_iteration_ms"] for k, v in st["stages"].items()},
             "ops_us_per_sample": {
-                k: v["per_sample_us"] for k, v in list(st["operators"].items())[:6]
+                k: v["per_sample_us"] for k, v in list(st["operators"].items())[:10]
             },
             "wait_ms": st["consumer_wait_ms_per_batch"],
             "work_ms": st["consumer_work_ms_per_batch"],
@@ -355,8 +355,8 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
             # this process's GPU memory besides the CUDA context: CuPy's pool (used, held),
             # torch's cache; the rest of nvidia-smi's figure is the context and direct
             # allocations (the decode slots)
-            "cupy_pool_mib": _cupy_pool_mib(),
-            "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
+            "cupy_pool_mib": _cupy_pool_mib() if on_gpu else None,
+            "torch_reserved_mib": torch.cuda.memory_reserved() >> 20 if on_gpu else None,
         }
         if args.trace:
             pipe.trace(os.path.join(args.trace, f"trace-{args.cell}.json"))
@@ -468,7 +468,10 @@ def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -
     name, _, env_text = lib.partition("+")  # "dlpipe+VAR=value;VAR2=value": a variant
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in env_text.split(";") if kv)
-    cmd = [sys.executable, script, "--child", "--lib", name, "--cell", cell]
+    # BENCH_PYTHON (e.g. in "dali+BENCH_PYTHON=/tmp/dv/bin/python;PYTHONPATH=..."): the child's
+    # interpreter, for a library installed in another environment than the harness's
+    cmd = [env.get("BENCH_PYTHON", sys.executable), script, "--child", "--lib", name]
+    cmd += ["--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     cmd += ["--gpus", str(gpus)]

@@ -185,11 +185,10 @@ class SliceSpec:
     def spec(self, args: dict, positional: Sequence) -> np.ndarray:
         """The spec row of one sample from its argument inputs ``args`` and positional
         inputs (anchor, shape)."""
-        named = dict(self._named)
-        for k in self.NAMED:
-            if k in args:
-                named[k] = args[k]
-        self._check_exclusive(set(named))
+        named = self._named  # checked by setup_slice
+        if args:  # argument inputs add or replace some
+            named = {**named, **{k: args[k] for k in self.NAMED if k in args}}
+            self._check_exclusive(set(named))
         if named:
             if positional:
                 raise ArgumentError(
@@ -204,10 +203,10 @@ class SliceSpec:
                 f"{self._who}: expected named slice arguments (e.g. start/end, start/shape) or "
                 f"positional inputs (anchor, shape); got {1 + len(positional)} inputs"
             )
-        row = np.array([[START_NONE, 0.0, END_NONE, 0.0]] * 2, np.float64)
+        row = [(START_NONE, 0.0, END_NONE, 0.0)] * 2
         for axis, entry in zip(self._axes, axes, strict=True):
             row[axis] = entry
-        return row.reshape(-1)
+        return np.array(row, np.float64).reshape(-1)
 
     def _named_spec(self, v: dict) -> list:
         out = []
@@ -283,14 +282,17 @@ class SliceSpec:
 
     def resolve(self, height: int, width: int, spec: np.ndarray) -> tuple[int, int, int, int]:
         win = []
-        for extent, (sk, sv, ek, ev) in zip((height, width), spec.reshape(2, 4), strict=True):
-            sk, ek = int(sk), int(ek)
-            start = {
-                START_NONE: 0.0,
-                START_ABS: sv,
-                START_REL32: _f32_mul(sv, extent),
-                START_REL64: sv * extent,
-            }[sk]
+        values = spec.tolist()  # Python floats: ~1 us a sample against numpy scalars' ~10
+        for extent, i in ((height, 0), (width, 4)):
+            sk, sv, ek, ev = values[i : i + 4]
+            if sk == START_REL64:
+                start = sv * extent
+            elif sk == START_ABS:
+                start = sv
+            elif sk == START_REL32:
+                start = _f32_mul(sv, extent)
+            else:
+                start = 0.0
             if ek == END_NONE:
                 end = float(extent)
             elif ek == END_ABS:

@@ -76,7 +76,14 @@ def decode_cpu(
         if img is not None and adjust_orientation:
             img = _orient(img, _exif_orientation(data))
     else:
-        flags = cv2.IMREAD_GRAYSCALE if output_type == DALIImageType.GRAY else cv2.IMREAD_COLOR
+        flags = cv2.IMREAD_COLOR
+        if output_type == DALIImageType.GRAY:
+            flags = cv2.IMREAD_GRAYSCALE
+        elif output_type not in (DALIImageType.BGR, DALIImageType.YCbCr):
+            # libjpeg-turbo (and the PNG, TIFF, ... readers) write RGB themselves: the same
+            # bytes as BGR then cvtColor, ~30% less CPU a JPEG (BENCHMARKS.md, "SSD's CPU
+            # operators beside DALI's, on the CPU")
+            flags = cv2.IMREAD_COLOR_RGB
         if not adjust_orientation:
             flags |= cv2.IMREAD_IGNORE_ORIENTATION
         if dtype != np.uint8:
@@ -98,8 +105,8 @@ def decode_cpu(
     elif output_type == DALIImageType.YCbCr:
         ycrcb = cv2.cvtColor(img, cv2.COLOR_BGR2YCrCb)
         img = np.ascontiguousarray(ycrcb[:, :, [0, 2, 1]])
-    elif output_type != DALIImageType.BGR:
-        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    elif output_type != DALIImageType.BGR and frame is not None and frame[2] == 4:
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # _decode_cmyk_jpeg gives BGR
     return img if img.dtype == dtype else _scale_range(img, dtype)
 
 

@@ -55,7 +55,7 @@ def ref_rotate(img, angle_deg):
 
 
 RGB2YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])
-YIQ2RGB = np.array([[1.0, 0.956, 0.621], [1.0, -0.272, -0.647], [1.0, -1.107, 1.705]])
+YIQ2RGB = np.linalg.inv(RGB2YIQ)  # DALI 2.4 composes the exact inverse
 
 
 def ref_color(img, sat):

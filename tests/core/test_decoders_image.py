@@ -228,3 +228,55 @@ def test_any_data_gray_and_alpha_files(rgb):
     np.testing.assert_array_equal(decode_cpu(png.ravel(), types.RGB), rgb)
     # without the flag (the mixed decoder's CPU fallback): RGB, as the mixed decoder writes
     np.testing.assert_array_equal(decode_cpu(png.ravel(), types.ANY_DATA), rgb)
+
+
+def _pil_encoded(rgb, fmt, mode="RGB", **kwargs):
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).convert(mode).save(buf, fmt, **kwargs)
+    return np.frombuffer(buf.getvalue(), np.uint8)
+
+
+@pytest.mark.parametrize(
+    "fmt, mode, kwargs",
+    [
+        ("JPEG", "RGB", {"subsampling": 0}),  # 4:4:4
+        ("JPEG", "RGB", {"subsampling": 1}),  # 4:2:2
+        ("JPEG", "RGB", {"subsampling": 2}),  # 4:2:0
+        ("JPEG", "RGB", {"progressive": True}),
+        ("JPEG", "L", {}),
+        (
+            "JPEG",
+            "RGB",
+            {
+                "exif": b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03"
+                b"\x00\x00\x00\x01\x00\x06\x00\x00\x00\x00\x00\x00"
+            },
+        ),
+        ("PNG", "RGBA", {}),
+        ("PNG", "P", {}),
+        ("PNG", "LA", {}),
+        ("WEBP", "RGB", {"quality": 70}),
+    ],
+)
+@pytest.mark.parametrize("adjust_orientation", [True, False])
+def test_rgb_is_the_bgr_decode_reversed(rgb, fmt, mode, kwargs, adjust_orientation):
+    """RGB is decoded straight to RGB (``IMREAD_COLOR_RGB``), BGR the way OpenCV always does:
+    the same pixels, channels reversed, whatever the format, subsampling or orientation."""
+    data = _pil_encoded(rgb, fmt, mode, **kwargs)
+    out = decode_cpu(data, types.RGB, adjust_orientation)
+    bgr = decode_cpu(data, types.BGR, adjust_orientation)
+    assert out.shape == bgr.shape and out.shape[2] == 3
+    np.testing.assert_array_equal(out, bgr[:, :, ::-1])
+    if "exif" in kwargs:  # orientation 6: the stored picture turned a quarter
+        assert out.shape[:2] == (rgb.shape[:2][::-1] if adjust_orientation else rgb.shape[:2])
+
+
+def test_rgb_sixteen_bit_png_is_the_bgr_decode_reversed(rgb):
+    data = encode(rgb.astype(np.uint16) * 257 + 3, ".png")
+    for dtype in (np.uint8, np.uint16):
+        out = decode_cpu(data, types.RGB, dtype=dtype)
+        np.testing.assert_array_equal(out, decode_cpu(data, types.BGR, dtype=dtype)[:, :, ::-1])
