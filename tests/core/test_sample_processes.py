@@ -270,3 +270,44 @@ def test_batches_larger_than_the_shared_memory(speech, monkeypatch):
     for b_want, b_got in zip(want, got, strict=True):
         for x, y in zip(b_want[0], b_got[0], strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+class _Half:
+    """run_sample halves its input; skips sample values of -1, fails on -2."""
+
+    def run_sample(self, inputs, args, param):
+        from dlpipe.errors import SampleSkipped
+
+        (x,) = inputs
+        if x == -1:
+            raise SampleSkipped("a bad one")
+        if x == -2:
+            raise ValueError("worse")
+        return x / 2 + (param or 0)
+
+
+class _Unpicklable(Exception):
+    def __init__(self, a, b):  # pickling calls __init__ with one argument: fails
+        super().__init__(f"{a}{b}")
+
+
+class _Raises:
+    def run_sample(self, inputs, args, param):
+        raise _Unpicklable("no", "pickle")
+
+
+def test_server_runs_skips_and_fails_like_the_threads():
+    from dlpipe._sample_server import Server, Step
+
+    steps = [Step(_Half(), (0,), (), (1,)), Step(_Half(), (1,), (), (2,))]
+    items = [(0, {0: 8.0}, [None, 1]), (1, {0: -1.0}, [None, None]), (2, {0: 4.0}, [0, 0])]
+    done = Server.run(steps, items, (2,))
+    assert done.results == [(0, [3.0]), (2, [1.0])]  # (8/2)/2 + 1, (4/2)/2
+    assert done.skipped == [(1, 0, "a bad one")] and done.failed is None
+    assert done.counts == [2, 2]
+    done = Server.run(steps, [(5, {0: 2.0}, [None, None]), (6, {0: -2.0}, [None, None])], (2,))
+    index, step, exc, kind, message, where = done.failed
+    assert (index, step, kind, message) == (6, 0, "ValueError", "worse")
+    assert isinstance(exc, ValueError) and "run_sample" in where
+    done = Server.run([Step(_Raises(), (0,), (), (1,))], [(0, {0: 1}, [None])], (1,))
+    assert done.failed[2] is None and done.failed[3:5] == ("_Unpicklable", "nopickle")
