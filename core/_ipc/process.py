@@ -171,6 +171,7 @@ class HelperProcess:
         self._r, from_server = os.pipe()
         _widen(self._w)
         _widen(self._r)
+        self._reader = wire.Reader(self._r)
         try:
             self._proc = subprocess.Popen(
                 [self.executable, "-I", "-S", _BOOT],
@@ -278,7 +279,7 @@ class HelperProcess:
     def _receive(self) -> object:
         self._check()
         try:
-            reply, _ = wire.read(self._r)
+            reply, _ = self._reader.read()
             return reply
         except Exception:  # EOF, a read error, or not a frame: it is gone, or cannot be trusted
             self._gone()

@@ -28,12 +28,12 @@ from . import wire
 from .messages import Failed, Hello, Ready, Stop
 
 
-def serve(handle: Callable[[object], object], requests: int, replies: int) -> None:
+def serve(handle: Callable[[object], object], requests: wire.Reader, replies: int) -> None:
     """Hand each message on ``requests`` to ``handle`` until Stop or the end of the pipe."""
     failed: Failed | None = None  # a notification's failure, for the next request
     while True:
         try:
-            message, flags = wire.read(requests)
+            message, flags = requests.read()
         except EOFError:
             return
         if isinstance(message, Stop):
@@ -55,11 +55,11 @@ def serve(handle: Callable[[object], object], requests: int, replies: int) -> No
 
 def main() -> None:
     """Start the server that the first message names, and serve it (see the module doc)."""
-    requests, replies = 0, os.dup(1)
+    requests, replies = wire.Reader(0), os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        hello, _ = wire.read(requests)
+        hello, _ = requests.read()
         if not isinstance(hello, Hello):  # only HelperProcess starts this script
             return
         sys.path += [p for p in hello.path if p not in sys.path]

@@ -51,3 +51,40 @@ def read(fd: int) -> tuple[object, int]:
     """The next frame on ``fd``: (message, flags). Raises EOFError at the end of the pipe."""
     size, flags = _HEADER.unpack(_read_exactly(fd, _HEADER.size))
     return pickle.loads(_read_exactly(fd, size)), flags
+
+
+class Reader:
+    """The frames of one pipe, read with as few system calls as the pipe allows: each read
+    takes what is there (up to ``CHUNK``), so a small frame is one read, header and body, and
+    what belongs to the next frame waits in the buffer. Every read lets the GIL go and takes it
+    back, which costs a thread up to a switch interval while others run Python. One reader
+    per pipe, for as long as the pipe is read."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._buf = b""
+
+    def read(self) -> tuple[object, int]:
+        """The next frame: (message, flags). Raises EOFError at the end of the pipe."""
+        buf = self._buf
+        while len(buf) < _HEADER.size:
+            more = os.read(self.fd, self.CHUNK)
+            if not more:
+                raise EOFError("the other process closed the pipe")
+            buf += more
+        size, flags = _HEADER.unpack_from(buf)
+        end = _HEADER.size + size
+        while len(buf) < end and len(buf) < self.CHUNK:
+            more = os.read(self.fd, self.CHUNK)
+            if not more:
+                raise EOFError("the other process closed the pipe")
+            buf += more
+        if len(buf) >= end:
+            self._buf = buf[end:]
+            return pickle.loads(memoryview(buf)[_HEADER.size : end]), flags
+        self._buf = b""  # a large frame: the rest straight into one buffer
+        head = buf[_HEADER.size :]
+        rest = _read_exactly(self.fd, size - len(head))
+        return pickle.loads(head + rest), flags

@@ -162,3 +162,44 @@ def test_an_interpreter_that_is_not_one_after_all_is_a_start_error(monkeypatch, 
     h = HelperProcess("read process", "dlpipe.readers._read_server", {"threads": 1, "fd": 0})
     with pytest.raises(HelperStartError, match=r"read process did not start: .*exit code 3"):
         h.wait_ready()
+
+
+def test_reader_takes_frames_with_few_reads(monkeypatch):
+    """Small frames already in the pipe come in one read each (header and body), the next
+    frame's bytes wait in the buffer; a frame larger than a chunk comes whole."""
+    import os
+    import threading
+
+    from dlpipe._ipc import wire
+
+    r, w = os.pipe()
+    big = bytes(range(256)) * 1000  # 256 KB: more than a chunk, and than the pipe holds
+
+    wire.write(w, wire.frame("a"))  # all of "a" and the next two lie in the pipe at the first read
+    small = wire.frame({"b": 2})
+    wire.write(w, small)
+    writer = threading.Thread(
+        target=lambda: (wire.write(w, wire.frame(big)), wire.write(w, wire.frame("c")), os.close(w))
+    )
+    try:
+        reads, real = [], os.read
+
+        def counting(fd, n):
+            reads.append(n)
+            return real(fd, n)
+
+        monkeypatch.setattr(os, "read", counting)
+        reader = wire.Reader(r)
+        assert reader.read() == ("a", 0)
+        assert len(reads) == 1  # the first read took "a" and more
+        assert reader.read() == ({"b": 2}, 0)
+        assert len(reads) == 1  # from the buffer
+        writer.start()
+        assert reader.read()[0] == big
+        assert reader.read() == ("c", 0)
+        with pytest.raises(EOFError):
+            reader.read()
+    finally:
+        if writer.ident is not None:
+            writer.join()
+        os.close(r)

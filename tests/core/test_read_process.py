@@ -294,18 +294,18 @@ def test_a_request_cut_by_ctrl_c_is_mended_by_fresh_processes(files, monkeypatch
     rp = ReadProcess("test", processes=2)
     try:
         assert len(rp.read(files)) == len(files)
-        read, calls = wire.read, []
+        read, calls = wire.Reader.read, []
 
-        def interrupted(fd):
-            calls.append(fd)
+        def interrupted(reader):
+            calls.append(reader.fd)
             if len(calls) == 1:
                 raise KeyboardInterrupt
-            return read(fd)
+            return read(reader)
 
-        monkeypatch.setattr(wire, "read", interrupted)
+        monkeypatch.setattr(wire.Reader, "read", interrupted)
         with pytest.raises(KeyboardInterrupt):
             rp.read(files)
-        monkeypatch.setattr(wire, "read", read)
+        monkeypatch.setattr(wire.Reader, "read", read)
         old = list(rp.helpers)
         assert old[0].interrupted and "interrupted (KeyboardInterrupt)" in old[0].failure
         got = rp.read(files)
