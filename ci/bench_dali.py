@@ -450,6 +450,26 @@ def _gpu_apps() -> dict[str, int]:
     return roles
 
 
+def child_python(lib: str) -> list[str]:
+    """The interpreter (and its bootstrap) a child of ``lib`` runs on: ``sys.executable``, or
+    for DALI ``$DLPIPE_BENCH_DALI_PYTHON`` when set (e.g. a CPU-only DALI in its own venv, as
+    /tmp/dv/bin/python). That interpreter must be this one's Python version: this process's
+    site folders (torch, dlpipe) are appended to its ``sys.path``, after its own (its numpy
+    and DALI come first)."""
+    other = os.environ.get("DLPIPE_BENCH_DALI_PYTHON")
+    if lib != "dali" or not other:
+        return [sys.executable]
+    sites = [p for p in sys.path if p.endswith("site-packages")]
+    boot = (
+        "import runpy, site, sys\n"
+        f"for d in {sites!r}:\n"
+        "    site.addsitedir(d)\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    return [other, "-c", boot]
+
+
 def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -> dict:
     idle = _gpu_used_mib()
     peak = [idle]
@@ -468,7 +488,7 @@ def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -
     name, _, env_text = lib.partition("+")  # "dlpipe+VAR=value;VAR2=value": a variant
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in env_text.split(";") if kv)
-    cmd = [sys.executable, script, "--child", "--lib", name, "--cell", cell]
+    cmd = [*child_python(name), script, "--child", "--lib", name, "--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     cmd += ["--gpus", str(gpus)]
