@@ -320,6 +320,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         sys.setswitchinterval(float(switch))
     rates, cpu_start = [], None
     profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
+    # a folder: cProfile of this (the training loop's) thread alone, CPU time, timed epochs
+    main_profile = os.environ.get("DLPIPE_BENCH_CPROFILE")
+    prof = None
     for epoch in range(args.epochs):
         if epoch == 1:
             cpu_start = _tree_cpu_seconds()
@@ -328,6 +331,11 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
 
                 yappi.set_clock_type("cpu")
                 yappi.start(profile_threads=True)
+            if main_profile:
+                import cProfile
+
+                prof = cProfile.Profile(time.thread_time)
+                prof.enable()
         start, images, acc = time.perf_counter(), 0, 0
         for data in it:
             n, value = use(data)
@@ -341,6 +349,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     timed = rates[1:]
     if profile:
         _write_profile(profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
+    if prof is not None:
+        prof.disable()
+        _write_cprofile(prof, main_profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
     stats = None
     if args.lib == "dlpipe" and args.stats:
         st = pipe.stats()
@@ -406,6 +417,25 @@ def _write_profile(folder: str, name: str, batches: float) -> None:
         where = f"{f.module.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"
         lines.append(f"  {1e3 * f.tsub / batches:12.3f} {f.ncall / batches:12.1f}  {where}")
     with open(os.path.join(folder, f"profile-{name}.txt"), "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+def _write_cprofile(prof, folder: str, name: str, batches: float) -> None:
+    """The training loop's thread: its CPU ms per batch by function (own and cumulative)."""
+    import pstats
+
+    st = pstats.Stats(prof)
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:40]
+    total = sum(v[2] for v in st.stats.values())
+    lines = [f"{name}: main thread {1e3 * total / batches:.3f} CPU ms per batch, {batches:.0f}"]
+    lines.append("  own ms/batch   cum ms/batch  calls/batch  function")
+    for (path, line, func), (_, calls, own, cum, _) in rows:
+        where = f"{path.rsplit('/', 2)[-1]}:{line} {func}"
+        lines.append(
+            f"  {1e3 * own / batches:12.3f} {1e3 * cum / batches:13.3f} {calls / batches:12.1f}"
+            f"  {where}"
+        )
+    with open(os.path.join(folder, f"cprofile-{name}.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
 
 
