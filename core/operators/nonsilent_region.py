@@ -25,9 +25,8 @@ power's window start (at least 0) to the last loud power's sample:
   samples after it (floating-point input; integers never restart), and in between subtracts
   the square that left the window and then adds the new one, one float32 rounding each
   (DALI 2.4 checked on 264 signals: any other order or restart period gives other regions).
-  Each interval is one row of a float32 array of its window's squares followed by those
-  alternating terms, whose serial prefix sums along the rows (numpy's ``cumsum`` is a running
-  sum in the array's type) are DALI's running sums.
+  ``_running_squares.py`` computes these sums as rows of float32 prefix sums, and for a
+  region only the rows that decide it.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ._audio_args import float_arg, int_arg, per_sample_float
+from ._running_squares import RunningSquares, float_region
 
 __all__ = ["NonsilentRegion", "moving_mean_square", "nonsilent_region", "running_sum"]
 
@@ -92,29 +92,17 @@ def moving_mean_square(x: np.ndarray, window: int, reset_interval: int = -1) -> 
         out = sums.astype(np.float32)
         out *= mean
         return out
+    rs = RunningSquares(x, window, _interval(x, reset_interval))
+    return rs.powers().reshape(-1)[:n]
+
+
+def _interval(x: np.ndarray, reset_interval: int) -> int:
+    """Samples per float32 running sum: ``reset_interval`` for floating-point ``x``, the whole
+    signal otherwise (wider integers are summed in float32, never restarted) or for -1."""
+    n = x.size
     if x.dtype.kind != "f" or reset_interval == -1 or reset_interval > n:
-        every = n  # wider integers: float32 sums, never restarted
-    else:
-        every = reset_interval
-    period = every  # a fresh sum, then ``every - 1`` updates
-    rows = -(-n // period)
-    # sq[p] at padded[p + window]: zeros before the signal (the cut first windows, nothing to
-    # subtract yet) and after it (the last row's samples that do not exist)
-    padded = np.zeros(rows * period + window + 1, np.float32)
-    np.square(x, out=padded[window : window + n], dtype=np.float32)
-    terms = np.empty((rows, window + 2 * (every - 1)), np.float32)
-    stride = period * 4
-
-    def at(first: int, count: int) -> np.ndarray:  # padded[first + row * period + j]
-        return np.lib.stride_tricks.as_strided(padded[first:], (rows, count), (stride, 4))
-
-    terms[:, :window] = at(1, window)  # the fresh window ending at the row's first sample
-    np.negative(at(1, every - 1), out=terms[:, window::2])  # - the square that leaves,
-    terms[:, window + 1 :: 2] = at(window + 1, every - 1)  # then + the square that enters
-    np.cumsum(terms, axis=1, out=terms)
-    out = terms[:, window - 1 :: 2].reshape(-1)[:n]
-    out *= mean
-    return out
+        return n
+    return reset_interval
 
 
 def nonsilent_region(
@@ -129,14 +117,20 @@ def nonsilent_region(
     if x.size == 0:
         return 0, 0
     w = min(window_length, x.size)
-    mms = moving_mean_square(x, w, reset_interval)
-    ref = np.float32(mms.max()) if reference_power is None else np.float32(reference_power)
-    threshold = ref * np.float32(10) ** (np.float32(cutoff_db) * np.float32(0.1))
-    above = mms >= threshold
-    first = int(above.argmax())
-    if not above[first]:
-        return 0, 0
-    last = above.size - 1 - int(above[::-1].argmax())
+    if x.dtype.kind in "iu" and x.dtype.itemsize <= 2:
+        mms = moving_mean_square(x, w)
+        ref = np.float32(mms.max()) if reference_power is None else np.float32(reference_power)
+        threshold = ref * np.float32(10) ** (np.float32(cutoff_db) * np.float32(0.1))
+        above = mms >= threshold
+        first = int(above.argmax())
+        if not above[first]:
+            return 0, 0
+        last = above.size - 1 - int(above[::-1].argmax())
+    else:
+        found = float_region(x, w, _interval(x, reset_interval), cutoff_db, reference_power)
+        if found is None:
+            return 0, 0
+        first, last = found
     begin = max(first - w + 1, 0)
     return begin, last - begin + 1
 

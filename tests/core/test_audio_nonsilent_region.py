@@ -194,3 +194,51 @@ def test_running_sum_is_the_serial_prefix_sum(n, group):
     want = np.cumsum(floats.astype(np.longdouble)).astype(np.float64)
     got = running_sum(floats.copy(), group)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * want[-1])
+
+
+def test_region_from_the_deciding_rows_is_every_rows(monkeypatch):
+    """``float_region`` emulates only the intervals that decide the region (bounds from block
+    sums and the running sum's drift), yet finds the first and last loud sample of the
+    kernel's powers of every interval: speech-like bursts (some of one loudness, so that the
+    largest power must be emulated exactly), given references, several windows and intervals."""
+    from dlpipe.operators import _running_squares as rsq
+
+    counts = {"rows": 0, "emulated": 0, "largest": 0}
+    powers, largest = rsq.RunningSquares.powers, rsq._Rows.largest
+
+    def counting_powers(self, rows=None):
+        counts["emulated"] += self.rows if rows is None else len(rows)
+        return powers(self, rows)
+
+    def counting_largest(self, candidates):
+        counts["largest"] += 1
+        return largest(self, candidates)
+
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(3000, 60000))
+        x = rng.normal(0, 10 ** rng.uniform(-6, -3), n)
+        for _ in range(int(rng.integers(1, 6))):
+            a = int(rng.integers(0, n))
+            b = min(n, a + int(rng.integers(500, 20000)))
+            t = np.arange(b - a)
+            loud = 0.3 if rng.random() < 0.5 else 10 ** rng.uniform(-3, 0)
+            x[a:b] += loud * np.sin(t * rng.uniform(0.01, 0.3)) * np.sin(np.pi * t / (b - a))
+        x = x.astype(np.float32)
+        window = int(rng.choice([256, 512, 2048]))
+        every = window * int(rng.choice([1, 2, 4]))
+        cutoff = float(rng.choice([-60.0, -30.0, -80.0]))
+        reference = None if trial % 3 else float(10 ** rng.uniform(-4, -1))
+        rs = rsq.RunningSquares(x, window, every)
+        mms = rs.powers().reshape(-1)[:n]
+        ref = mms.max() if reference is None else np.float32(reference)
+        loud = np.flatnonzero(mms >= ref * np.float32(10) ** (np.float32(cutoff) * np.float32(0.1)))
+        want = (int(loud[0]), int(loud[-1])) if loud.size else None
+        with monkeypatch.context() as m:
+            m.setattr(rsq.RunningSquares, "powers", counting_powers)
+            m.setattr(rsq._Rows, "largest", counting_largest)
+            got = rsq.float_region(x, window, every, cutoff, reference)
+        assert got == want, (trial, window, every, cutoff, reference)
+        counts["rows"] += rs.rows
+    assert counts["emulated"] < counts["rows"] / 2  # most rows were never emulated
+    assert counts["largest"] > 0  # and the exact largest power was needed at times
