@@ -27,6 +27,14 @@ import numpy as np
 __all__ = ["RunningSquares", "float_region"]
 
 _U = 2.0**-24  # float32's unit roundoff
+_ONES: dict[int, np.ndarray] = {}
+
+
+def _ones(b: int) -> np.ndarray:
+    """float32 ones of length ``b`` (made once): the block sums' BLAS operand."""
+    if b not in _ONES:
+        _ONES[b] = np.ones(b, np.float32)
+    return _ONES[b]
 
 
 class RunningSquares:
@@ -57,7 +65,7 @@ class RunningSquares:
         terms[:, :w] = src[:, :w]  # the fresh window, summed in order
         np.negative(src[:, : every - 1], out=terms[:, w::2])  # - the square that leaves,
         terms[:, w + 1 :: 2] = src[:, w:]  # then + the one that enters
-        np.cumsum(terms, axis=1, out=terms)
+        terms.cumsum(axis=1, out=terms)  # methods, not np.* wrappers: fewer Python calls
         out = terms[:, w - 1 :: 2]
         out *= self.mean
         return out
@@ -76,7 +84,7 @@ class RunningSquares:
         cs = np.zeros(sq.shape[0] + parts + 1)
         # float32 block sums (one BLAS product: ~7x numpy's reduce over short rows), within
         # b * u of exact; then float64 prefix sums
-        np.cumsum(sq @ np.ones(b, np.float32), out=cs[parts + 1 :], dtype=np.float64)
+        (sq @ _ones(b)).cumsum(out=cs[parts + 1 :], dtype=np.float64)
         # windows ending in block j lie within blocks j - parts .. j; the window ending at
         # block j's last sample is blocks j - parts + 1 .. j (j >= parts - 1, inside x)
         upper = cs[parts + 1 :] - cs[: -parts - 1]
@@ -110,7 +118,7 @@ def float_region(
 
     def threshold():
         if exact[0] is None:
-            exact[0] = rows.largest(np.flatnonzero(hi >= lo.max())) * factor
+            exact[0] = rows.largest((hi >= lo.max()).nonzero()[0]) * factor
         return exact[0]
 
     # the threshold lies within [t_lo, t_hi] (the largest power's bounds, float32 products)
@@ -124,18 +132,18 @@ def float_region(
         for r in order:
             vals = rows.get(int(r))
             if exact[0] is None:
-                maybe = np.flatnonzero(vals >= t_lo)
+                (maybe,) = (vals >= t_lo).nonzero()
                 if not maybe.size:
                     continue
-                sure = np.flatnonzero(vals >= t_hi)
+                (sure,) = (vals >= t_hi).nonzero()
                 if sure.size and pick(maybe) == pick(sure):
                     return int(r) * every + int(pick(sure))
-            hits = np.flatnonzero(vals >= threshold())
+            (hits,) = (vals >= threshold()).nonzero()
             if hits.size:
                 return int(r) * every + int(pick(hits))
         return None
 
-    loud = np.flatnonzero(hi >= t_lo)  # the others stay below the threshold throughout
+    (loud,) = (hi >= t_lo).nonzero()  # the others stay below the threshold throughout
     first = find(loud, lambda h: h[0])
     if first is None:
         return None
