@@ -32,6 +32,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_dali import child_python  # noqa: E402
+
 SR = 16000
 OPS = [
     "decode",
@@ -275,7 +278,7 @@ def main() -> None:
     table: dict[str, dict[str, float]] = {}
     for _ in range(args.reps):
         for lib in args.libs.split(","):
-            cmd = [sys.executable, __file__, "--lib", lib, "--data", args.data]
+            cmd = [*child_python(lib), __file__, "--lib", lib, "--data", args.data]
             cmd += ["--n", str(args.n), "--iters", str(args.iters), "--only", ",".join(args.only)]
             cmd += ["--threads", str(args.threads)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=False)

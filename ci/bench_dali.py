@@ -320,6 +320,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         sys.setswitchinterval(float(switch))
     rates, cpu_start = [], None
     profile = os.environ.get("DLPIPE_BENCH_PROFILE")  # a folder: where the host time goes
+    # a folder: cProfile of this (the training loop's) thread alone, CPU time, timed epochs
+    main_profile = os.environ.get("DLPIPE_BENCH_CPROFILE")
+    prof = None
     for epoch in range(args.epochs):
         if epoch == 1:
             cpu_start = _tree_cpu_seconds()
@@ -328,6 +331,11 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
 
                 yappi.set_clock_type("cpu")
                 yappi.start(profile_threads=True)
+            if main_profile:
+                import cProfile
+
+                prof = cProfile.Profile(time.thread_time)
+                prof.enable()
         start, images, acc = time.perf_counter(), 0, 0
         for data in it:
             n, value = use(data)
@@ -341,6 +349,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     timed = rates[1:]
     if profile:
         _write_profile(profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
+    if prof is not None:
+        prof.disable()
+        _write_cprofile(prof, main_profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
     stats = None
     if args.lib == "dlpipe" and args.stats:
         st = pipe.stats()
@@ -409,6 +420,25 @@ def _write_profile(folder: str, name: str, batches: float) -> None:
         out.write("\n".join(lines) + "\n")
 
 
+def _write_cprofile(prof, folder: str, name: str, batches: float) -> None:
+    """The training loop's thread: its CPU ms per batch by function (own and cumulative)."""
+    import pstats
+
+    st = pstats.Stats(prof)
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:40]
+    total = sum(v[2] for v in st.stats.values())
+    lines = [f"{name}: main thread {1e3 * total / batches:.3f} CPU ms per batch, {batches:.0f}"]
+    lines.append("  own ms/batch   cum ms/batch  calls/batch  function")
+    for (path, line, func), (_, calls, own, cum, _) in rows:
+        where = f"{path.rsplit('/', 2)[-1]}:{line} {func}"
+        lines.append(
+            f"  {1e3 * own / batches:12.3f} {1e3 * cum / batches:13.3f} {calls / batches:12.1f}"
+            f"  {where}"
+        )
+    with open(os.path.join(folder, f"cprofile-{name}.txt"), "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
 # --- the parent ----------------------------------------------------------------------------------
 
 
@@ -450,6 +480,26 @@ def _gpu_apps() -> dict[str, int]:
     return roles
 
 
+def child_python(lib: str) -> list[str]:
+    """The interpreter (and its bootstrap) a child of ``lib`` runs on: ``sys.executable``, or
+    for DALI ``$DLPIPE_BENCH_DALI_PYTHON`` when set (e.g. a CPU-only DALI in its own venv, as
+    /tmp/dv/bin/python). That interpreter must be this one's Python version: this process's
+    site folders (torch, dlpipe) are appended to its ``sys.path``, after its own (its numpy
+    and DALI come first)."""
+    other = os.environ.get("DLPIPE_BENCH_DALI_PYTHON")
+    if lib != "dali" or not other:
+        return [sys.executable]
+    sites = [p for p in sys.path if p.endswith("site-packages")]
+    boot = (
+        "import runpy, site, sys\n"
+        f"for d in {sites!r}:\n"
+        "    site.addsitedir(d)\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    return [other, "-c", boot]
+
+
 def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -> dict:
     idle = _gpu_used_mib()
     peak = [idle]
@@ -468,10 +518,7 @@ def run_cell(cell: str, lib: str, args, gpus: int = 1, script: str = __file__) -
     name, _, env_text = lib.partition("+")  # "dlpipe+VAR=value;VAR2=value": a variant
     env = dict(os.environ)
     env.update(kv.split("=", 1) for kv in env_text.split(";") if kv)
-    # BENCH_PYTHON (e.g. in "dali+BENCH_PYTHON=/tmp/dv/bin/python;PYTHONPATH=..."): the child's
-    # interpreter, for a library installed in another environment than the harness's
-    cmd = [env.get("BENCH_PYTHON", sys.executable), script, "--child", "--lib", name]
-    cmd += ["--cell", cell]
+    cmd = [*child_python(name), script, "--child", "--lib", name, "--cell", cell]
     for k in ("data", "cpu_data", "examples", "epochs", "trace"):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     cmd += ["--gpus", str(gpus)]

@@ -15,9 +15,9 @@ the SSD graph. Per-sample arguments (flip coins, colour
 parameters) come from ``external_source`` too.
 
 A child process per (cell, library, threads), the libraries alternating and the order flipping
-each round; ``DALI_PYTHON`` (default ``sys.executable``) is the interpreter of DALI's children
-and ``DALI_ENV`` (``"VAR=value;VAR2=value"``) their extra environment, for a DALI installed
-elsewhere. A child builds the cell's pipeline and a baseline one, the same external sources
+each round; ``DLPIPE_BENCH_DALI_PYTHON`` (``bench_dali.child_python``) is the interpreter of
+DALI's children and ``DALI_ENV`` (``"VAR=value;VAR2=value"``) their extra environment, for a
+DALI installed elsewhere. A child builds the cell's pipeline and a baseline one, the same external sources
 returned as they are, and runs them in turn, ``BLOCK`` timed ``pipe.run()`` calls each after
 ``--warmup`` untimed ones, ``--iters`` timed calls in all per pipeline; the cell's time is
 the difference of the medians, in microseconds of wall time (a throughput: prefetching overlaps
@@ -44,6 +44,9 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_dali import child_python  # noqa: E402
 
 # cell -> (what the table says, the input the cell takes)
 CELLS = {
@@ -274,8 +277,7 @@ def child(args) -> None:
 
 
 def run_child(cell: str, lib: str, threads: int, args, check: str = "") -> dict:
-    exe = os.environ.get("DALI_PYTHON", sys.executable) if lib == "dali" else sys.executable
-    cmd = [exe, os.path.abspath(__file__), "--child", "--lib", lib, "--cell", cell]
+    cmd = [*child_python(lib), os.path.abspath(__file__), "--child", "--lib", lib, "--cell", cell]
     cmd += ["--threads", str(threads), "--jpegs", args.jpegs, "--batch", str(args.batch)]
     cmd += ["--iters", str(args.iters), "--warmup", str(args.warmup), "--images", args.images]
     if check:

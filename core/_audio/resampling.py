@@ -138,23 +138,23 @@ def resample(
     number of points (``scale``, 32) per unit of offset, so all taps of one output read the
     table at the same fraction ``t = frac(d * scale)`` from rows ``ph = floor(d * scale)`` of
     :attr:`ResamplingWindow.phases`: ``out[j] = src_j . value[ph] + t * (src_j . slope[ph])``.
-    Outputs are grouped by phase (a stable sort of small integers), the groups padded to one
-    length, so that a chunk of outputs is one batched BLAS product of its gathered input rows
-    with the phases' (taps, 2) tables: no per-tap window evaluation. The fraction is rounded
-    once per output instead of once per tap, a difference of float32 rounding in the
-    interpolation weight (results move by ~1e-7).
+    The outputs are grouped by phase once (a stable sort of small integers), the groups padded
+    to one length (the padding reads row 0 and writes a dummy output), and the groups are
+    walked a slice of columns at a time: each slice is one gather of the outputs' input rows
+    and one batched BLAS product with the phases' (taps, 2) tables, so an utterance costs a few
+    numpy calls per slice and none per tap (GIL-free work: what sixteen executor threads
+    sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the GIL"). The fraction
+    is rounded once per output instead of once per tap, a difference of float32 rounding in
+    the interpolation weight (results move by ~1e-7).
 
     Args:
         x: the signal, float32, time first.
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs computed at once (bounds the temporary memory; default 16384 frames:
-            2 MiB of gathered mono input rows). Smaller chunks cost more numpy calls, which
-            two executor threads contending for the GIL pay dearly (2048: ~2x the CPU time
-            per utterance); from 4 MiB on numpy asks for huge pages, whose faults cost more
-            than they save (32768: ~13% slower with two threads), and past ~4096 outputs per
-            phase OpenBLAS goes multithreaded.
+        chunk: outputs (times channels) computed at once, roughly: bounds the temporary memory
+            (default 16384: 2 MiB of gathered input rows, which stay in the cache; from 4 MiB
+            on numpy asks for huge pages, whose faults cost more than they save).
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -169,15 +169,16 @@ def resample(
     ntaps = 2 * lobes
     base, frac = input_positions(out_length, in_rate, out_rate)
     # Zeros around the signal stand for DALI's clamping of the taps to the signal; each
-    # output's taps are then one contiguous row of a sliding window over the padded signal.
+    # output's taps are then ``ntaps`` consecutive floats of its channel's padded row.
     flat = x.reshape(n_in, -1)
     nc = flat.shape[1]
     pad = lobes + 1
-    padded = np.zeros((n_in + 2 * pad + 2 * lobes, nc), np.float32)
-    padded[pad : pad + n_in] = flat
-    rows = np.lib.stride_tricks.sliding_window_view(padded, ntaps, axis=0)  # (m, c, taps)
-    # Per output, and one more: output ``out_length`` is a dummy that padded phase groups
-    # read (row 0, fraction 0) and write (the extra element of ``res``).
+    width = n_in + 2 * pad + 2 * lobes
+    padded = np.zeros((nc, width), np.float32)
+    padded[:, pad : pad + n_in] = flat.T
+    taps = _tap_rows(padded, ntaps)
+    # Per output, and one more: output ``out_length`` is a dummy that the padding of the
+    # phase groups reads (row 0, fraction 0) and writes (the extra row of ``res``).
     first = np.ceil(frac)
     t = np.zeros(out_length + 1, np.float32)
     np.subtract(first, frac, out=t[:-1])
@@ -189,26 +190,41 @@ def resample(
     start[:-1] = first
     start[:-1] += base
     start += pad - lobes
-    outside = start >= rows.shape[0]  # only far past the end (out_length); never < 0
+    outside = start > width - ntaps  # only far past the end (out_length); never < 0
     start[outside] = 0
-    res = np.zeros((out_length + 1) * nc, np.float32)
-    if chunk is None:
-        chunk = max(256, 16384 // nc)
     tables = win.phases
-    lanes = np.arange(nc)
-    for s in range(0, out_length, chunk):
-        e = min(s + chunk, out_length)
-        sel, phases = _phase_groups(ph[s:e], tables.shape[0], out_length - s)
-        sel += s
-        # (phases, outputs, c, taps) rows, one batched BLAS product against (taps, 2) tables
-        src = rows[start[sel]].reshape(len(phases), -1, ntaps)
-        dots = np.matmul(src, tables[phases]).reshape(*sel.shape, nc, 2)
-        v = dots[..., 1] * t[sel][..., None]
+    sel, phases = _phase_groups(ph, tables.shape[0], out_length)  # (groups, group length)
+    ngroups, glen = sel.shape
+    tab = tables[phases]  # (groups, taps, 2)
+    rows = start[sel]
+    if nc > 1:  # channel c's rows start c * width floats further
+        rows = rows[..., None] + np.arange(nc) * width
+    tsel = t[sel][..., None]
+    res = np.empty((out_length + 1, nc), np.float32)
+    step = max(1, (16384 if chunk is None else chunk) // (ngroups * nc))
+    for g in range(0, glen, step):
+        e = min(g + step, glen)
+        src = taps[rows[:, g:e]].view(np.float32).reshape(ngroups, -1, ntaps)
+        dots = np.matmul(src, tab).reshape(ngroups, e - g, nc, 2)
+        v = dots[..., 1] * tsel[:, g:e]
         v += dots[..., 0]
-        res[(sel[..., None] * nc + lanes).reshape(-1) if nc > 1 else sel.reshape(-1)] = v.ravel()
-    out = res[: out_length * nc].reshape(out_length, nc)
+        res[sel[:, g:e]] = v
+    out = res[:out_length]
     out[outside[:-1]] = 0
     return out.reshape(out_length, *x.shape[1:])
+
+
+def _tap_rows(padded: np.ndarray, ntaps: int) -> np.ndarray:
+    """A 1-D view of C-contiguous float32 ``padded`` whose element ``i`` is the ``ntaps``
+    floats from flat position ``i`` on, as one opaque item (``np.void``): a gather of these
+    rows copies whole items (~2x faster than fancy indexing a sliding window view, which
+    copies them float by float). ``.view(np.float32)`` of a gathered array gives the floats."""
+    return np.ndarray(
+        (padded.size - ntaps + 1,),
+        dtype=np.dtype((np.void, 4 * ntaps)),
+        buffer=padded,
+        strides=(4,),
+    )
 
 
 def _phase_groups(ph: np.ndarray, nphases: int, dummy: int) -> tuple[np.ndarray, np.ndarray]:

@@ -137,3 +137,37 @@ def test_pipeline_keeps_layout():
     (out,) = pipe.run()
     assert out.layout() == "NX" and out.shape() == [(5, 4), (5, 4)]
     np.testing.assert_array_equal(out.at(0)[2:], -np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_equal_padded_shapes_come_as_one_array(ndim):
+    """Samples padded to one shape come back as one (N, *shape) array, its rows the per-sample
+    padding (numpy's), whatever the axes, alignment and fill; in a pipeline the output batch is
+    that array (the samples are its rows: nothing is stacked when it is taken whole)."""
+    from dlpipe.operators.slice import fill_as, pad_window
+
+    rng = np.random.default_rng(ndim)
+    for dtype, fill, kw in (
+        (np.float32, 0.0, {}),
+        (np.int16, -3.0, dict(axes=[0], align=[4])),
+        (np.uint8, 7.0, dict(axes=list(range(ndim)), align=[3] * ndim)),
+    ):
+        batch = [rng.integers(0, 100, rng.integers(1, 6, ndim)).astype(dtype) for _ in range(5)]
+        if kw.get("axes") == [0]:  # the other axes must agree
+            batch = [np.resize(x, (x.shape[0], *batch[0].shape[1:])) for x in batch]
+        out = run(batch, fill_value=fill, **kw)
+        assert isinstance(out, np.ndarray) and out.dtype == dtype and out.shape[0] == 5
+        f = fill_as(fill, np.dtype(dtype))
+        for x, o in zip(batch, out, strict=True):
+            want = pad_window(x, np.zeros(ndim, np.int64), o.shape, f, -1, np.dtype(dtype))
+            np.testing.assert_array_equal(o, want)
+    pipe = Pipeline(batch_size=3, num_threads=2, device_id=None)
+    feed = [np.full((k, 2), k, np.float32) for k in (1, 4, 2)]
+    with pipe:
+        x = fn.external_source(source=lambda: feed, batch=True)
+        pipe.set_outputs(fn.pad(x, axes=[0], fill_value=-1))
+    (got,) = pipe.run()
+    arr = got.as_array()
+    assert arr.shape == (3, 4, 2) and got.as_array() is arr
+    assert np.shares_memory(arr, np.asarray(got.at(1)))
+    np.testing.assert_array_equal(arr[0], [[1, 1], [-1, -1], [-1, -1], [-1, -1]])

@@ -285,3 +285,44 @@ def test_random_windows_pad(shape, data):
     for a, s0, n in zip(axes, start, size, strict=True):
         anchor[a], full[a] = s0, n
     np.testing.assert_array_equal(out, ref_window(x, anchor, full, -1))
+
+
+def test_integer_window_inside_takes_the_short_path_with_the_same_result():
+    """One axis, integer anchor/shape inputs (scalars or 1-element, any integer type), the
+    window inside the sample: the short path returns what the general one does (values, dtype,
+    a view of the contiguous window); everything else still goes the general way."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ndim = int(rng.integers(1, 4))
+        x = rng.random(tuple(int(v) for v in rng.integers(1, 9, ndim))).astype(np.float32)
+        axis = int(rng.integers(0, ndim))
+        ext = x.shape[axis]
+        a = int(rng.integers(-2, ext + 2))
+        n = int(rng.integers(-1, ext + 2))
+        dt = rng.choice([np.int32, np.int64, np.uint32]) if a >= 0 and n >= 0 else np.int32
+        anchor = np.array(a if rng.random() < 0.5 else [a], dt)
+        shape = np.array(n, dt).reshape(anchor.shape)
+        op = Slice(axes=[axis], out_of_bounds_policy="pad")
+        op.output_layouts([""])
+        short = op._window_inside(x, anchor, shape)
+        inside = 0 <= a and 0 <= n and a + n <= ext
+        assert (short is not None) == inside
+        if n < 0:
+            with pytest.raises(ArgumentError, match="before start"):
+                op.run_sample([x, anchor, shape], {}, None)
+            continue
+        full_anchor, full_shape = op.sample_window(x.shape, (anchor, shape), {})
+        from dlpipe.operators.slice import fill_as, pad_window
+
+        want = pad_window(x, full_anchor, full_shape, fill_as(0.0, x.dtype), -1, x.dtype)
+        got = op.run_sample([x, anchor, shape], {}, None)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        if inside:
+            np.testing.assert_array_equal(short, want)
+    x = np.arange(10, dtype=np.float32)
+    op = Slice(axes=[0])
+    op.output_layouts([""])
+    assert op._window_inside(x, np.float32(0.1), np.float32(0.5)) is None  # normalized floats
+    assert op._window_inside(x, np.int32([1, 2]), np.int32([1, 2])) is None  # two axes
+    assert np.shares_memory(op._window_inside(x, np.int32(2), np.int32(5)), x)
