@@ -534,13 +534,20 @@ def gather_views(samples, views: Sequence[tuple], stream=None):
     return gather_view_arrays(samples, offsets, shapes, strides, stream=stream)
 
 
+@functools.cache
+def _copy_steps(dtype: np.dtype) -> tuple:
+    """The plan of a copy of ``dtype`` values (a dtype's ``name`` is a Python property that
+    costs more than the lookup; one per subscript and batch)."""
+    return (("load", dtype.name, 0),)
+
+
 @stream_scoped
 def gather_view_arrays(samples, offsets, shapes, strides, stream=None):
     """:func:`gather_views` with the views as arrays: ``offsets`` (N,), ``shapes`` and
     ``strides`` (N, ndim), in elements."""
     samples = as_samples(samples)
     dt = samples.dtype
-    steps = (("load", dt.name, 0),)
+    steps = _copy_steps(dt)
     ptrs = samples.ptrs.astype(np.int64) + np.asarray(offsets, np.int64) * np.int64(dt.itemsize)
     shapes = np.asarray(shapes, np.int64)
     strides = np.array(strides, np.int64)  # a copy: written below
