@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples, uniform_rows
+from ._batch import alloc_batch, as_samples, sample_list, uniform_rows
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -502,8 +502,7 @@ def _launch_uniform(steps, layout, n: int, out_dtype, in_ptrs, device_id, stream
     table is the layout's row repeated, with each sample's pointers written in."""
     import cupy
 
-    from ..tensors_gpu import SampleList
-
+    SampleList = sample_list()
     out_shape, _, _, total, ndim = layout
     with cupy.cuda.Device(device_id):
         out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))

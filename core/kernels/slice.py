@@ -18,6 +18,7 @@ from ._batch import (
     c_strides,
     hwc_view,
     per_sample,
+    sample_list,
     uniform_rows,
 )
 
@@ -194,8 +195,7 @@ def cast_batch(inputs, out_dtype, stream=None):
     (ties to even) and saturate."""
     import cupy
 
-    from ..tensors_gpu import SampleList
-
+    SampleList = sample_list()
     s = as_samples(inputs)
     n = len(s)
     if n == 0:
