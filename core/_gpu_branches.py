@@ -208,24 +208,28 @@ class BranchPlan:
         if getattr(node.op, "reads_child_scopes", False):
             pred_node = node.arg_nodes["predicate"]
             pred = self.predicate(pred_node)
-            within = self.mask(scope)
-            sides = (pred, ~pred) if within is None else (pred & within, ~pred & within)
+            sides = None  # (the samples of each side: made only when an input needs them)
             taken = []
-            for x, v, side, branch in zip(node.inputs, inputs, sides, (True, False), strict=True):
-                if isinstance(v, Absent):
-                    if side.any():
-                        raise RuntimeError(
-                            f"{node.name}: a sample chose a branch that produced no samples"
-                        )
-                    taken.append(v)
-                    continue
-                holder = held_in(x)
+            for x, v, branch in zip(node.inputs, inputs, (True, False), strict=True):
+                absent = isinstance(v, Absent)
+                holder = None if absent else held_in(x)
                 if (
                     holder is not None
                     and holder.parent is scope
                     and holder.predicate is pred_node
                     and holder.branch is branch
                 ):  # held in that very branch: exactly the samples wanted
+                    taken.append(v)
+                    continue
+                if sides is None:
+                    within = self.mask(scope)
+                    sides = (pred, ~pred) if within is None else (pred & within, ~pred & within)
+                side = sides[0] if branch else sides[1]
+                if absent:
+                    if side.any():
+                        raise RuntimeError(
+                            f"{node.name}: a sample chose a branch that produced no samples"
+                        )
                     taken.append(v)
                     continue
                 pos = self._select(side, holder)

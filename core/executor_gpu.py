@@ -158,10 +158,19 @@ class GpuStage:
         return ws
 
     def _run_ops(self, nodes: Sequence[OpNode], ws: Workspace, stream) -> None:
-        n = ws.batch_size
         # conditionals: each operator runs on its branch's samples only, and its outputs are
         # held compact, for those samples (_gpu_branches.py)
-        plan = BranchPlan(ws.values, n)
+        plan = BranchPlan(ws.values, ws.batch_size)
+        timed: list = []  # (name, start, end, samples, info) of each call, for the profiler
+        try:
+            self._run_nodes(nodes, ws, stream, plan, timed)
+        finally:
+            if timed and self.profiler is not None:  # host time: enqueueing, plus decode calls
+                self.profiler.add_op_calls(timed, "gpu operator (host)")
+
+    def _run_nodes(self, nodes: Sequence[OpNode], ws: Workspace, stream, plan, timed: list):
+        """Run ``nodes`` on ``plan``'s samples; each call's host time goes to ``timed``."""
+        n = ws.batch_size
         for node in nodes:
             op = node.op
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
@@ -189,10 +198,7 @@ class GpuStage:
                 i = int(getattr(e, "sample_index", 0))
                 i = int(idx[i]) if idx is not None and 0 <= i < len(idx) else i
                 raise _sample_error(e, node, i, ws) from None
-            if self.profiler is not None:  # host time: enqueueing, plus decode calls
-                end = perf_counter()
-                self.profiler.add_op(node.name, end - start, n, (op.schema, op.device))
-                self.profiler.span(node.name, "gpu operator (host)", start, end)
+            timed.append((node.name, start, perf_counter(), n, (op.schema, op.device)))
             dropped = {}
             if isinstance(outs, Skipped):  # on_error="skip": samples to replace
                 outs, dropped = outs.outputs, outs.samples

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples, uniform_rows
+from ._batch import alloc_batch, as_samples, sample_list, uniform_rows
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -502,8 +502,7 @@ def _launch_uniform(steps, layout, n: int, out_dtype, in_ptrs, device_id, stream
     table is the layout's row repeated, with each sample's pointers written in."""
     import cupy
 
-    from ..tensors_gpu import SampleList
-
+    SampleList = sample_list()
     out_shape, _, _, total, ndim = layout
     with cupy.cuda.Device(device_id):
         out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
@@ -534,13 +533,20 @@ def gather_views(samples, views: Sequence[tuple], stream=None):
     return gather_view_arrays(samples, offsets, shapes, strides, stream=stream)
 
 
+@functools.cache
+def _copy_steps(dtype: np.dtype) -> tuple:
+    """The plan of a copy of ``dtype`` values (a dtype's ``name`` is a Python property that
+    costs more than the lookup; one per subscript and batch)."""
+    return (("load", dtype.name, 0),)
+
+
 @stream_scoped
 def gather_view_arrays(samples, offsets, shapes, strides, stream=None):
     """:func:`gather_views` with the views as arrays: ``offsets`` (N,), ``shapes`` and
     ``strides`` (N, ndim), in elements."""
     samples = as_samples(samples)
     dt = samples.dtype
-    steps = (("load", dt.name, 0),)
+    steps = _copy_steps(dt)
     ptrs = samples.ptrs.astype(np.int64) + np.asarray(offsets, np.int64) * np.int64(dt.itemsize)
     shapes = np.asarray(shapes, np.int64)
     strides = np.array(strides, np.int64)  # a copy: written below

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, c_contiguous
+from .layout import copy_batch
 
 EQ_DESC = np.dtype(
     [
@@ -57,8 +58,6 @@ def equalize_descs(
 def equalize_batch(inputs, geometry, stream=None):
     """Equalize every plane of a uint8 batch; ``geometry`` as in :func:`equalize_descs`."""
     import cupy
-
-    from .layout import copy_batch
 
     s = as_samples(inputs)
     if not c_contiguous(s):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, c_contiguous, uniform_rows
+from .layout import copy_batch
 
 BORDER_CODES = {"reflect_101": 0, "reflect_1001": 1, "wrap": 2, "clamp": 3, "constant": 4}
 FILTER_DESC = np.dtype(
@@ -77,8 +78,6 @@ def _device_floats(batch, stream):
     """(pointers, keep-alive) of per-sample float32 filters: uploaded from the host in one copy,
     or taken where they are on the device (made contiguous first)."""
     if hasattr(batch, "ptrs"):  # a GPU batch
-        from .layout import copy_batch
-
         s = as_samples(batch)
         if not c_contiguous(s):
             s = copy_batch(s, stream=stream)
@@ -117,8 +116,6 @@ def filter_batch(inputs, filters, fills, plans, anchors, border, out_dtype, stre
         border: one of ``BORDER_CODES``.
         out_dtype: the output type (the input's or float32).
     """
-    from .layout import copy_batch
-
     s = as_samples(inputs)
     if not c_contiguous(s):
         s = copy_batch(s, stream=stream)

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, c_contiguous
+from .layout import copy_batch
 from .one_hot import TYPE_NAMES
 
 MAX_DIMS = 8
@@ -94,8 +95,6 @@ def reduce_batch(
         means: for variance/std_dev, a batch of float32 means, one per output element.
         stream: the CUDA stream.
     """
-    from .layout import copy_batch
-
     s = as_samples(inputs)
     out = alloc_batch(out_shapes, out_dtype, s.device_id)
     n = len(s)

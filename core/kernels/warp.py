@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, c_strides, uniform_rows
+from ._batch import alloc_batch, as_samples, c_strides, sample_list, uniform_rows
 
 WARP_DESC = np.dtype(
     [
@@ -195,8 +195,7 @@ def warp_batch(
     """
     import cupy
 
-    from ..tensors_gpu import SampleList
-
+    SampleList = sample_list()
     s = as_samples(inputs)
     n = len(s)
     out_dtype = np.dtype(out_dtype)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator
+from ..kernels.warp import warp_batch
 from ..types import DALIInterpType, to_interp_type
 from .cast import convert_sat, parse_dtype
 
@@ -351,8 +352,6 @@ class WarpOp(Operator):
         return warp_sample(x, lay, m, out_spatial, self.interp, border, out_dtype)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.warp import warp_batch
-
         s = inputs[0]
         n = len(s)
         if n == 0:

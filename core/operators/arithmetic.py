@@ -37,7 +37,7 @@ from ..graph import (
     register,
     small_host_inputs,
 )
-from ..kernels.arithmetic import broadcast_shape
+from ..kernels.arithmetic import broadcast_shape, expression_batch
 from . import _small
 from ._expr_types import ARITY, COMPARISONS, DISPLAY, check_operation, result_dtype
 
@@ -415,8 +415,6 @@ class ArithmeticGenericOp(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: one fused kernel for the whole tree and batch (``kernels/arithmetic.py``)."""
-        from ..kernels.arithmetic import expression_batch
-
         dtypes = tuple(x.dtype for x in inputs)
         key = (self.expression, dtypes)  # (fusion may replace the expression at build time)
         steps = self._plans.get(key)

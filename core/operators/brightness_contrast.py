@@ -21,6 +21,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
+from ..kernels.slice import affine_batch
 from . import _small
 from .cast import convert_sat, parse_dtype
 
@@ -153,9 +155,6 @@ class _BrightnessContrastBase(Operator):
         the CPU: HWC and HW as they are, the leading dimensions of FHWC, DHWC, ... folded into
         the rows (a per-sample factor applies to every frame); integer outputs round half to
         even there."""
-        from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
-        from ..kernels.slice import affine_batch
-
         s = as_samples(inputs[0])
         n = len(s)
         in_dt = np.dtype(s.dtype)

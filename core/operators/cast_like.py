@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.slice import cast_batch
 from .cast import convert_sat
 
 __all__ = ["CastLike"]
@@ -32,9 +34,6 @@ class CastLike(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: one launch; integer outputs round half to even there (as ``fn.cast`` does)."""
-        from ..kernels._batch import as_samples
-        from ..kernels.slice import cast_batch
-
         x, like = as_samples(inputs[0]), as_samples(inputs[1])
         if x.dtype == like.dtype:
             return x

@@ -23,6 +23,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
+from ..kernels.color import color_matrix_batch
 from ..types import DALIImageType, to_image_type
 from . import _small
 from .brightness_contrast import _finite_number
@@ -210,9 +212,6 @@ class _ColorBase(Operator):
         """GPU: one launch with a matrix per sample. Any sample with 3 channels last, as on the
         CPU: HWC as it is, the leading dimensions of FHWC, DHWC, ... folded into the rows (a
         per-sample matrix applies to every frame)."""
-        from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
-        from ..kernels.color import color_matrix_batch
-
         s = as_samples(inputs[0])
         n = len(s)
         in_dt = np.dtype(s.dtype)

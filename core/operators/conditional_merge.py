@@ -70,7 +70,9 @@ class ConditionalMerge(Operator):
         GPU stage gives ``t`` for the samples whose predicate holds and ``f`` for the others
         (``_gpu_branches.py``); they are interleaved."""
         t, f = inputs
-        pred = predicate_mask(args["predicate"], len(args["predicate"]))
+        pred = args["predicate"]
+        if not (isinstance(pred, np.ndarray) and pred.dtype == np.bool_ and pred.ndim == 1):
+            pred = predicate_mask(pred, len(pred))  # (the GPU stage gives a bool array: read)
         desc = [(x.dtype, x.shapes.shape[1]) if hasattr(x, "ptrs") else None for x in (t, f)]
         self._check(*desc)
         return merge_gpu(t, f, pred)

@@ -31,6 +31,9 @@ from .._geometry.crop_args import (
 )
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.slice import crop_batch
+from ..kernels.window import window_batch
 
 __all__ = [
     "Crop",
@@ -128,9 +131,6 @@ class Crop(CropArgs, Operator):
     def run_batch(self, inputs, args, params, stream):
         """GPU: one launch for the batch; HWC and HW samples take the 2-D kernel, any other
         layout (DHWC, CDHW, FDHWC, CHW, ...) the N-D window kernel."""
-        from ..kernels.slice import crop_batch
-        from ..kernels.window import window_batch
-
         s, layout, wins = gpu_windows(self, inputs[0], args, None)
         dtype = self.dtype or s.dtype
         c_axis = layout.find("C")
@@ -160,8 +160,6 @@ def gpu_windows(
         ArgumentError: when the layout is not one of ``layouts`` (what the kernel handles;
             None: any).
     """
-    from ..kernels._batch import as_samples
-
     s = as_samples(batch)
     n = len(s)
     ndim = s.shapes.shape[1] if n else len(op._layout or (layouts or ("HWC",))[0])

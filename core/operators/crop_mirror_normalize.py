@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels.slice import slice_normalize_batch
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 from .crop import CropArgs, default_layout, fill_array, gpu_windows, window_slices
@@ -282,8 +283,6 @@ class CropMirrorNormalize(CropArgs, Operator):
     def run_batch(self, inputs, args, params, stream):
         """GPU: the fused slice/normalize kernel, one launch for the batch (HWC input, CHW or
         HWC output). Integer outputs round half to even there (CUDA's ``rint``)."""
-        from ..kernels.slice import slice_normalize_batch
-
         s, layout, wins = gpu_windows(self, inputs[0], args, ("HWC",))
         out_layout = self.output_layout or layout
         if out_layout not in ("CHW", "HWC"):

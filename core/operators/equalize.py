@@ -19,6 +19,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.equalize import equalize_batch
 
 __all__ = ["Equalize", "ExperimentalEqualize", "equalize_geometries", "equalize_geometry"]
 
@@ -121,9 +123,6 @@ class Equalize(Operator):
         return out.reshape(x.shape)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import as_samples
-        from ..kernels.equalize import equalize_batch
-
         s = as_samples(inputs[0])
         self._check(s.dtype)
         geometry = equalize_geometries(self.schema, self._layout, s.shapes)

@@ -27,6 +27,8 @@ import numpy as np
 from .._dtype import parse_dtype
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples, uniform_rows
+from ..kernels.filter import filter_batch
 
 __all__ = ["BORDERS", "Filter", "ExperimentalFilter", "filter_layout", "resolve_anchor"]
 
@@ -294,8 +296,6 @@ class Filter(Operator):
     def _uniform_batch(self, s, f_shapes, fill_sizes, args) -> bool:
         """Whether every sample has the first one's shape, filter shape and fill size (and
         the anchor is not per sample): then one :meth:`sample_plan` serves the batch."""
-        from ..kernels._batch import uniform_rows
-
         return (
             "anchor" not in args
             and uniform_rows(s.shapes)
@@ -304,9 +304,6 @@ class Filter(Operator):
         )
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import as_samples
-        from ..kernels.filter import filter_batch
-
         s = as_samples(inputs[0])
         out_dtype = self.out_dtype(s.dtype, GPU_TYPES)
         filters = inputs[1]
@@ -357,8 +354,6 @@ def _all_equal(values: list) -> bool:
 def _shapes(batch) -> list[tuple[int, ...]]:
     """Per-sample shapes of a CPU (list of arrays) or GPU (SampleList) batch."""
     if hasattr(batch, "shapes"):
-        from ..kernels._batch import uniform_rows
-
         if len(batch.shapes) and uniform_rows(batch.shapes):  # (one shape: made once)
             return [tuple(batch.shapes[0].tolist())] * len(batch.shapes)
         return [tuple(int(v) for v in shp) for shp in batch.shapes]

@@ -8,6 +8,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.slice import flip_batch
+from ..kernels.window import window_batch
 
 _DEFAULT_LAYOUTS = {2: "HW", 3: "HWC", 4: "FHWC", 5: "FDHWC"}
 # OpenCV's flip code for the reversed axes of a 2-D or 3-D (rows, columns[, channels]) array
@@ -118,10 +121,6 @@ class Flip(Operator):
 def flip_op_batch(op, samples, args: dict, stream):
     """``fn.flip(device="gpu")``: one launch per batch; HWC/HW batches take the 2-D kernel,
     other layouts (DHWC, CDHW, FDHWC, ...) the N-D window kernel (``kernels/window.py``)."""
-    from ..kernels._batch import as_samples
-    from ..kernels.slice import flip_batch
-    from ..kernels.window import window_batch
-
     s = as_samples(samples)
     n = len(s)
     flags = {k: np.full(n, v, np.int64) for k, v in op.flags.items()}

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..kernels._batch import uniform_rows
+from ..kernels._batch import alloc_batch, as_samples, uniform_rows
+from ..kernels.reduce import reduce_batch
 from ._tensor_args import axes_from_names, clamp_cast, int_list, layout_arg, normalize_axes
 from .cast import parse_dtype
 
@@ -165,9 +166,6 @@ class _Reduce(Operator):
         return axes, out_shapes.reshape(n, -1), norms
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import as_samples
-        from ..kernels.reduce import reduce_batch
-
         s = as_samples(inputs[0])
         axes, out_shapes, norms = self._gpu_plan(s)
         out_dt = self.out_dtype(s.dtype)
@@ -329,9 +327,6 @@ class _WithMean(_Reduce):
         return np.asarray(r, np.float64).reshape(shape).astype(np.float32)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import alloc_batch, as_samples
-        from ..kernels.reduce import reduce_batch
-
         s = as_samples(inputs[0])
         means = as_samples(inputs[1])
         axes, out_shapes, norms = self._gpu_plan(s)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, Operator, _call_operator, register, small_host_inputs
+from ..kernels.arithmetic import gather_view_arrays, gather_views
 from . import _small
 
 __all__ = ["TensorSubscript", "newaxis", "subscript", "subscript_view"]
@@ -389,8 +390,6 @@ class TensorSubscript(Operator):
         """GPU: the subscripts become per-sample strided views, gathered in one launch;
         integer subscripts (``table[i]``) worked out with numpy over the batch
         (:meth:`_index_views`)."""
-        from ..kernels.arithmetic import gather_view_arrays, gather_views
-
         samples = inputs[0]
         n = len(samples)
         views = self._index_views(samples, args, n) if n else None

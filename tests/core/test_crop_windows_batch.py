@@ -46,3 +46,15 @@ def test_a_window_outside_the_input_is_an_error_under_the_error_policy():
     assert op.static_windows(fits, "HWC")[:, 0].tolist() == [[50, 100, 0], [0, 0, 0]]
     with pytest.raises(ArgumentError, match=r"does not fit the input of shape \[299, 500, 3\]"):
         op.static_windows(np.array([[400, 500, 3], [299, 500, 3]]), "HWC")
+
+
+def test_memoised_windows_are_a_fresh_copy_per_call():
+    op = CropMirrorNormalize(crop=(224, 224), out_of_bounds_policy="pad")
+    shapes = _shapes("HWC", np.random.default_rng(3))
+    first = op.static_windows(shapes, "HWC")
+    expected = first.copy()
+    first[:] = -1  # a caller writing into its windows does not change the next call's
+    again = op.static_windows(shapes, "HWC")
+    assert np.array_equal(again, expected)
+    other = op.static_windows(shapes[::-1].copy(), "HWC")  # other shapes: their own windows
+    assert np.array_equal(other, expected[::-1])

@@ -83,3 +83,17 @@ def test_add_op_records_as_add_ops():
         a.add_op(name, dt, n, ("schema_" + name, "gpu"))
         b.add_ops({name: dt}, {name: n}, {name: ("schema_" + name, "gpu")})
     assert a.op_time == b.op_time and a.op_samples == b.op_samples and a.op_info == b.op_info
+
+
+def test_add_op_calls_records_as_add_op_and_span():
+    from dlpipe.profiler import Profiler
+
+    calls = [("x", 1.0, 1.5, 4, ("sx", "gpu")), ("y", 2.0, 2.25, 2, ("sy", "gpu")),
+             ("x", 3.0, 3.125, 4, ("sx", "gpu"))]  # fmt: skip
+    a, b = Profiler(), Profiler()
+    a.add_op_calls(calls, "gpu operator (host)")
+    for name, start, end, n, info in calls:
+        b.add_op(name, end - start, n, info)
+        b.span(name, "gpu operator (host)", start, end)
+    assert a.op_time == b.op_time and a.op_samples == b.op_samples and a.op_info == b.op_info
+    assert list(a.events) == list(b.events)
