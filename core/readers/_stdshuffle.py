@@ -1,0 +1,178 @@
+"""``std::shuffle(begin, end, std::mt19937_64(seed))`` as DALI 2.4's libstdc++ runs it,
+vectorised with numpy.
+
+DALI 2.4's list readers (``FileLabelLoader::Reset`` and its siblings) reshuffle for
+``shuffle_after_epoch`` with ``std::mt19937_64(seed + (epoch << 32))``, the 64-bit engine (the
+headers shipped in the wheel, ``include/dali/operators/reader/loader/file_label_loader.h``).
+libstdc++'s ``std::shuffle`` for a 64-bit engine and N < 2**32 elements draws two swap positions
+per engine draw: when N is even, one first swap of element 1 with ``uniform_int{0, 1}``; then,
+for each pair (i, i + 1), one ``uniform_int{0, (i + 1) * (i + 2) - 1}`` draw x gives
+j_i = x // (i + 2) and j_{i+1} = x % (i + 2) (``__gen_two_uniform_ints``). Element i is swapped
+with j_i, in order of i.
+
+``uniform_int_distribution`` downscales the 64-bit engine with Lemire's nearly-divisionless
+method (GCC 11+, 128-bit product): ``p = u * R``; reject while ``p mod 2**64 < 2**64 mod R``;
+result ``p >> 64``. That it is this variant, and not the older divide-and-reject loop, was checked
+against DALI 2.4's binary (tests/core/test_stdshuffle.py holds orders recorded from it).
+
+Vectorising: the draws are independent except that a rejected engine output shifts the rest of
+the stream by one; rejections are rare (probability < R / 2**64), so a chunk is computed at once
+and recomputed from the first rejection. The swaps are sequential, but their result has a closed
+form (:func:`apply_swaps`), computed with a sort and pointer jumping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_M32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+_CHUNK = 1 << 15
+
+
+class MT19937_64:  # noqa: N801 - the C++ name
+    """``std::mt19937_64``: 64-bit outputs, a twist of 312 words at a time (vectorised)."""
+
+    def __init__(self, seed: int):
+        mt = [int(seed) & 0xFFFFFFFFFFFFFFFF]
+        for i in range(1, 312):
+            x = mt[-1]
+            mt.append((6364136223846793005 * (x ^ (x >> 62)) + i) & 0xFFFFFFFFFFFFFFFF)
+        self._mt = np.array(mt, np.uint64)
+        self._buf = np.empty(0, np.uint64)
+
+    def _twist(self) -> None:
+        mt = self._mt
+        upper, lower = np.uint64(0xFFFFFFFF80000000), np.uint64(0x7FFFFFFF)
+        a, one = np.uint64(0xB5026F5AA96619E9), np.uint64(1)
+
+        def step(lo: int, hi: int) -> None:  # mt[lo:hi] from values already final
+            nxt = mt[lo + 1 : hi + 1] if hi < 312 else np.append(mt[lo + 1 : hi], mt[0])
+            y = (mt[lo:hi] & upper) | (nxt & lower)
+            far = mt[(np.arange(lo, hi) + 156) % 312]
+            mt[lo:hi] = far ^ (y >> one) ^ ((y & one) * a)
+
+        step(0, 156)  # reads mt[156:312], not yet twisted
+        step(156, 311)  # reads mt[0:155], twisted just above
+        step(311, 312)  # reads mt[0] (twisted) and mt[155]
+
+    def _block(self) -> np.ndarray:
+        """The next 312 outputs: twist, then temper."""
+        self._twist()
+        y = self._mt.copy()
+        y ^= (y >> np.uint64(29)) & np.uint64(0x5555555555555555)
+        y ^= (y << np.uint64(17)) & np.uint64(0x71D67FFFEDA60000)
+        y ^= (y << np.uint64(37)) & np.uint64(0xFFF7EEE000000000)
+        y ^= y >> np.uint64(43)
+        return y
+
+    def peek(self, n: int) -> np.ndarray:
+        """The next ``n`` outputs (uint64), not consumed (see :meth:`advance`)."""
+        if len(self._buf) < n:
+            blocks = [self._buf] + [self._block() for _ in range(-(-(n - len(self._buf)) // 312))]
+            self._buf = np.concatenate(blocks)
+        return self._buf[:n]
+
+    def advance(self, n: int) -> None:
+        """Consume ``n`` outputs (after :meth:`peek` of at least ``n``)."""
+        self._buf = self._buf[n:]
+
+
+def _mul128(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(high, low) 64-bit halves of the 128-bit products ``a * b`` (uint64 arrays)."""
+    a_lo, a_hi, b_lo, b_hi = a & _M32, a >> _S32, b & _M32, b >> _S32
+    ll, lh, hl = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo
+    mid = (ll >> _S32) + (lh & _M32) + (hl & _M32)
+    high = a_hi * b_hi + (lh >> _S32) + (hl >> _S32) + (mid >> _S32)
+    return high, (mid << _S32) | (ll & _M32)
+
+
+def uniform_draws(ranges: np.ndarray, gen: MT19937_64) -> np.ndarray:
+    """One ``uniform_int_distribution{0, R - 1}`` draw for each R of ``ranges`` (uint64, each
+    >= 1), in order, from ``gen`` (Lemire's method with a 128-bit product)."""
+    m = len(ranges)
+    out = np.empty(m, np.uint64)
+    thresholds = (np.uint64(0) - ranges) % ranges  # 2**64 mod R
+    k = 0
+    while k < m:
+        n = min(m - k, _CHUNK)
+        high, low = _mul128(gen.peek(n), ranges[k : k + n])
+        rejected = np.flatnonzero(low < thresholds[k : k + n])
+        good = n if len(rejected) == 0 else int(rejected[0])
+        out[k : k + good] = high[:good]
+        gen.advance(good + (good < n))  # a rejected output is skipped; that draw is retried
+        k += good
+    return out
+
+
+def swap_targets(n: int, gen: MT19937_64) -> np.ndarray:
+    """j_i for i = 0 .. n-1 (j_0 = 0): std::shuffle swaps element i with element j_i <= i."""
+    j = np.zeros(n, np.int64)
+    if n < 2:
+        return j
+    first = 1
+    if n % 2 == 0:
+        j[1] = uniform_draws(np.array([2], np.uint64), gen)[0]
+        first = 2
+    i = np.arange(first, n, 2, dtype=np.uint64)  # pairs (i, i + 1)
+    b1 = i + np.uint64(2)
+    x = uniform_draws((i + np.uint64(1)) * b1, gen)
+    j[first::2] = (x // b1).astype(np.int64)
+    j[first + 1 :: 2] = (x % b1).astype(np.int64)
+    return j
+
+
+def apply_swaps(j: np.ndarray) -> np.ndarray:
+    """The permutation b (b[p] = original index now at position p) left by swapping element i
+    with j_i for i = 1 .. n-1 in order, starting from the identity.
+
+    Before step i, position i still holds i, so step i writes i to position j_i and S(i) (the
+    value then at j_i) to position i. A position's final value is its last write: the last i
+    with j_i = p if any, else S(p). S(p) is p if j_p = p; else the value at q = j_p after step
+    p - 1: the previous i < p with j_i = q if any (steps with j_i = q have i >= q), else S(q).
+    The chain p -> q -> ... descends, and is resolved by pointer jumping.
+    """
+    n = len(j)
+    idx = np.arange(n)
+    order = np.argsort(j[1:], kind="stable") + 1  # steps grouped by j, ascending i in a group
+    js = j[order]
+    same_prev = np.zeros(len(order), bool)
+    same_prev[1:] = js[1:] == js[:-1]
+    value = np.full(n, -1)  # S(p) where known
+    value[order[same_prev]] = order[np.flatnonzero(same_prev) - 1]
+    fixed = j == idx
+    value[fixed] = idx[fixed]
+    value[0] = 0
+    ptr = np.where(value >= 0, idx, j)  # else S(p) = S(j_p)
+    while True:
+        unresolved = value[ptr] < 0
+        if not unresolved.any():
+            break
+        ptr = np.where(unresolved, ptr[ptr], ptr)
+    result = value[ptr]
+    is_last = np.ones(len(order), bool)
+    is_last[:-1] = js[:-1] != js[1:]
+    result[js[is_last]] = order[is_last]
+    return result
+
+
+def std_shuffle(n: int, seed: int) -> np.ndarray:
+    """The permutation ``std::shuffle`` with ``std::mt19937_64(seed)`` leaves on ``range(n)``:
+    ``order[perm]`` is ``order`` shuffled as DALI shuffles it."""
+    if n < 2:
+        return np.arange(n)
+    return apply_swaps(swap_targets(n, MT19937_64(seed)))
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """DALI's per-epoch seed: ``uint64(shuffle_after_epoch_seed) + (uint64(epoch) << 32)``."""
+    return (int(seed) + (int(epoch) << 32)) & 0xFFFFFFFFFFFFFFFF
+
+
+def std_shuffle_loop(n: int, seed: int) -> np.ndarray:
+    """Reference: the same shuffle with the swaps done one by one (slow; tests)."""
+    j = swap_targets(n, MT19937_64(seed))
+    a = list(range(n))
+    for i in range(1, n):
+        a[i], a[j[i]] = a[j[i]], a[i]
+    return np.array(a, dtype=np.int64)
