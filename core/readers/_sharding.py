@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ArgumentError
+from ._stdshuffle import epoch_seed, std_shuffle
 
 # DALI's fixed seed for the one-off global list shuffle (kDaliDataloaderSeed).
 DATALOADER_SEED = 524287
@@ -54,8 +55,9 @@ def check_shard_args(shard_id: int, num_shards: int, who: str) -> None:
 
 def file_order_shuffle(per_file: list[np.ndarray], seed: int) -> Callable[[int], np.ndarray]:
     """The ``reorder`` of the indexed container readers' ``shuffle_after_epoch`` (TFRecord,
-    RecordIO): every epoch the order of the *files* is drawn afresh from ``seed + (epoch << 32)``
-    (DALI's ``IndexedFileLoader::Reset``); records keep their order inside a file.
+    RecordIO): every epoch the order of the *files* is drawn afresh, the identity shuffled with
+    ``std::mt19937_64(seed + (epoch << 32))`` (DALI's ``IndexedFileLoader::Reset``, reproduced
+    exactly by ``_stdshuffle``); records keep their order inside a file.
 
     Args:
         per_file: the dataset indices of each file's records, in file order.
@@ -66,8 +68,8 @@ def file_order_shuffle(per_file: list[np.ndarray], seed: int) -> Callable[[int],
     """
 
     def reorder(epoch: int) -> np.ndarray:
-        gen = np.random.Generator(np.random.MT19937(int(seed) + (epoch << 32)))
-        return np.concatenate([per_file[i] for i in gen.permutation(len(per_file))])
+        files = std_shuffle(len(per_file), epoch_seed(seed, epoch))
+        return np.concatenate([per_file[i] for i in files])
 
     return reorder
 
@@ -254,9 +256,11 @@ class ListSharding:
 
     ``random_shuffle`` shuffles the list once, with DALI's fixed seed, so every shard sees the
     same permutation (the buffer shuffle then uses the operator's RNG);
-    ``shuffle_after_epoch`` reshuffles the whole list at every epoch start with seed
-    ``shuffle_after_epoch_seed + epoch``, each shuffle applied to the previous order (DALI
-    without checkpointing; a restored checkpoint replays them, so the order is the same).
+    ``shuffle_after_epoch`` reshuffles the whole list at every epoch start (epoch 1 included)
+    with ``std::shuffle`` and ``std::mt19937_64(shuffle_after_epoch_seed + (epoch << 32))``,
+    each shuffle applied to the previous order (DALI 2.4's ``FileLabelLoader::Reset`` without
+    checkpointing, reproduced exactly by ``_stdshuffle``; a restored checkpoint replays them,
+    so the order is the same).
 
     It has the loader's interface (``next_batch`` giving list indices, ``meta``,
     ``state_dict``), so a reader keeps it as ``self.loader`` and checkpoints see it.
@@ -313,9 +317,7 @@ class ListSharding:
         if epoch < cached_epoch:
             cached_epoch, order = 0, self._order
         for e in range(cached_epoch + 1, epoch + 1):
-            order = order[
-                np.random.Generator(np.random.MT19937(self._seed + e)).permutation(len(order))
-            ]
+            order = order[std_shuffle(len(order), epoch_seed(self._seed, e))]
         self._cache = (epoch, order)
         return order
 
