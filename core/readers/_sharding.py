@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ArgumentError
-from ._stdshuffle import epoch_seed, std_shuffle
+from ._stdshuffle import MT19937, epoch_seed, std_shuffle
 
 # DALI's fixed seed for the one-off global list shuffle (kDaliDataloaderSeed).
 DATALOADER_SEED = 524287
@@ -30,8 +30,9 @@ DATALOADER_SEED = 524287
 
 def initial_order(n: int) -> np.ndarray:
     """The one-off shuffle of a reader's list of ``n`` samples (``random_shuffle=True``): the
-    same permutation for every shard, from DALI's fixed seed."""
-    return np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(n)
+    same permutation for every shard, DALI's ``std::shuffle`` with ``std::mt19937(524287)``
+    (the 32-bit engine; reproduced exactly, so with ``initial_fill=1`` the order is DALI's)."""
+    return std_shuffle(n, DATALOADER_SEED, MT19937)
 
 
 def shard_start(n: int, shard_id: int, num_shards: int) -> int:

@@ -1,22 +1,28 @@
-"""``std::shuffle(begin, end, std::mt19937_64(seed))`` as DALI 2.4's libstdc++ runs it,
+"""``std::shuffle`` with ``std::mt19937_64`` / ``std::mt19937`` as DALI 2.4's libstdc++ runs it,
 vectorised with numpy.
 
-DALI 2.4's list readers (``FileLabelLoader::Reset`` and its siblings) reshuffle for
-``shuffle_after_epoch`` with ``std::mt19937_64(seed + (epoch << 32))``, the 64-bit engine (the
-headers shipped in the wheel, ``include/dali/operators/reader/loader/file_label_loader.h``).
-libstdc++'s ``std::shuffle`` for a 64-bit engine and N < 2**32 elements draws two swap positions
-per engine draw: when N is even, one first swap of element 1 with ``uniform_int{0, 1}``; then,
-for each pair (i, i + 1), one ``uniform_int{0, (i + 1) * (i + 2) - 1}`` draw x gives
-j_i = x // (i + 2) and j_{i+1} = x % (i + 2) (``__gen_two_uniform_ints``). Element i is swapped
-with j_i, in order of i.
+DALI 2.4's readers shuffle with two engines (the headers shipped in its wheel,
+``include/dali/operators/reader/loader/*.h``):
 
-``uniform_int_distribution`` downscales the 64-bit engine with Lemire's nearly-divisionless
-method (GCC 11+, 128-bit product): ``p = u * R``; reject while ``p mod 2**64 < 2**64 mod R``;
-result ``p >> 64``. That it is this variant, and not the older divide-and-reject loop, was checked
-against DALI 2.4's binary (tests/core/test_stdshuffle.py holds orders recorded from it).
+* ``shuffle_after_epoch`` (``FileLabelLoader::Reset`` and its siblings; ``IndexedFileLoader``'s
+  file order): ``std::mt19937_64(shuffle_after_epoch_seed + (epoch << 32))``, epoch = 1 first;
+* ``random_shuffle``'s one-off list shuffle: ``std::mt19937(524287)``.
+
+libstdc++'s ``std::shuffle`` (GCC 7+) for N elements and an engine of range 2**w - 1: if
+``(2**w - 1) // N >= N`` it draws two swap positions per engine draw: when N is even, one first
+swap of element 1 with ``uniform_int{0, 1}``; then, for each pair (i, i + 1), one
+``uniform_int{0, (i + 1) * (i + 2) - 1}`` draw x gives j_i = x // (i + 2) and
+j_{i+1} = x % (i + 2) (``__gen_two_uniform_ints``). Otherwise (32-bit engine, N > 65535) one
+``uniform_int{0, i}`` draw per element i. Element i is swapped with j_i, in order of i.
+
+``uniform_int_distribution`` downscales with Lemire's nearly-divisionless method (GCC 11+; a
+product of twice the engine's width): ``p = u * R``; reject while ``p mod 2**w < 2**w mod R``;
+result ``p >> w``. Checked against DALI 2.4's binary (tests/core/test_stdshuffle.py holds orders
+recorded from it): the older divide-and-reject loop gives other ``random_shuffle`` orders from
+N = 1000 on (with the 64-bit engine both agree at every size tried).
 
 Vectorising: the draws are independent except that a rejected engine output shifts the rest of
-the stream by one; rejections are rare (probability < R / 2**64), so a chunk is computed at once
+the stream by one; rejections are rare (probability < R / 2**w), so a chunk is computed at once
 and recomputed from the first rejection. The swaps are sequential, but their result has a closed
 form (:func:`apply_swaps`), computed with a sort and pointer jumping.
 """
@@ -41,6 +47,8 @@ class MT19937_64:  # noqa: N801 - the C++ name
             mt.append((6364136223846793005 * (x ^ (x >> 62)) + i) & 0xFFFFFFFFFFFFFFFF)
         self._state = np.array(mt, np.uint64)  # the last 312 words of the recurrence
         self._buf = np.empty(0, np.uint64)  # tempered outputs not consumed yet
+
+    bits = 64
 
     def _generate(self, n: int) -> np.ndarray:
         """At least ``n`` more outputs (a multiple of 156)."""
@@ -71,6 +79,31 @@ class MT19937_64:  # noqa: N801 - the C++ name
         self._buf = self._buf[n:]
 
 
+class MT19937:
+    """``std::mt19937`` (32-bit outputs, as uint64), through numpy's MT19937 set to the state
+    of ``init_genrand(seed)`` (numpy's own seeding hashes the seed)."""
+
+    bits = 32
+
+    def __init__(self, seed: int):
+        key = np.empty(624, np.uint32)
+        x = int(seed) & 0xFFFFFFFF
+        for i in range(624):
+            key[i] = x
+            x = (1812433253 * (x ^ (x >> 30)) + i + 1) & 0xFFFFFFFF
+        self._gen = np.random.MT19937()
+        self._gen.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": 624}}
+        self._buf = np.empty(0, np.uint64)
+
+    def peek(self, n: int) -> np.ndarray:
+        if len(self._buf) < n:
+            self._buf = np.concatenate([self._buf, self._gen.random_raw(n - len(self._buf))])
+        return self._buf[:n]
+
+    def advance(self, n: int) -> None:
+        self._buf = self._buf[n:]
+
+
 def _mul128(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(high, low) 64-bit halves of the 128-bit products ``a * b`` (uint64 arrays)."""
     a_lo, a_hi, b_lo, b_hi = a & _M32, a >> _S32, b & _M32, b >> _S32
@@ -80,16 +113,24 @@ def _mul128(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return high, (mid << _S32) | (ll & _M32)
 
 
-def uniform_draws(ranges: np.ndarray, gen: MT19937_64) -> np.ndarray:
+def uniform_draws(ranges: np.ndarray, gen: MT19937_64 | MT19937) -> np.ndarray:
     """One ``uniform_int_distribution{0, R - 1}`` draw for each R of ``ranges`` (uint64, each
-    >= 1), in order, from ``gen`` (Lemire's method with a 128-bit product)."""
+    >= 1 and < 2**bits), in order, from ``gen`` (Lemire's method, with a product of twice the
+    engine's width)."""
     m = len(ranges)
     out = np.empty(m, np.uint64)
-    thresholds = (np.uint64(0) - ranges) % ranges  # 2**64 mod R
+    if gen.bits == 64:
+        thresholds = (np.uint64(0) - ranges) % ranges  # 2**64 mod R
+    else:
+        thresholds = np.uint64(1 << 32) % ranges
     k = 0
     while k < m:
         n = min(m - k, _CHUNK)
-        high, low = _mul128(gen.peek(n), ranges[k : k + n])
+        if gen.bits == 64:
+            high, low = _mul128(gen.peek(n), ranges[k : k + n])
+        else:
+            prod = gen.peek(n) * ranges[k : k + n]
+            high, low = prod >> _S32, prod & _M32
         rejected = np.flatnonzero(low < thresholds[k : k + n])
         good = n if len(rejected) == 0 else int(rejected[0])
         out[k : k + good] = high[:good]
@@ -98,10 +139,13 @@ def uniform_draws(ranges: np.ndarray, gen: MT19937_64) -> np.ndarray:
     return out
 
 
-def swap_targets(n: int, gen: MT19937_64) -> np.ndarray:
+def swap_targets(n: int, gen: MT19937_64 | MT19937) -> np.ndarray:
     """j_i for i = 0 .. n-1 (j_0 = 0): std::shuffle swaps element i with element j_i <= i."""
     j = np.zeros(n, np.int64)
     if n < 2:
+        return j
+    if ((1 << gen.bits) - 1) // n < n:  # one draw per element (32-bit engine, n > 65535)
+        j[1:] = uniform_draws(np.arange(2, n + 1, dtype=np.uint64), gen).astype(np.int64)
         return j
     first = 1
     if n % 2 == 0:
@@ -156,12 +200,13 @@ def apply_swaps(j: np.ndarray) -> np.ndarray:
     return result
 
 
-def std_shuffle(n: int, seed: int) -> np.ndarray:
-    """The permutation ``std::shuffle`` with ``std::mt19937_64(seed)`` leaves on ``range(n)``:
-    ``order[perm]`` is ``order`` shuffled as DALI shuffles it."""
+def std_shuffle(n: int, seed: int, engine: type = MT19937_64) -> np.ndarray:
+    """The permutation ``std::shuffle`` with ``engine(seed)`` (``std::mt19937_64`` or
+    ``std::mt19937``) leaves on ``range(n)``: ``order[perm]`` is ``order`` shuffled as DALI
+    shuffles it."""
     if n < 2:
         return np.arange(n)
-    return apply_swaps(swap_targets(n, MT19937_64(seed)))
+    return apply_swaps(swap_targets(n, engine(seed)))
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -169,9 +214,9 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return (int(seed) + (int(epoch) << 32)) & 0xFFFFFFFFFFFFFFFF
 
 
-def std_shuffle_loop(n: int, seed: int) -> np.ndarray:
+def std_shuffle_loop(n: int, seed: int, engine: type = MT19937_64) -> np.ndarray:
     """Reference: the same shuffle with the swaps done one by one (slow; tests)."""
-    j = swap_targets(n, MT19937_64(seed))
+    j = swap_targets(n, engine(seed))
     a = list(range(n))
     for i in range(1, n):
         a[i], a[j[i]] = a[j[i]], a[i]

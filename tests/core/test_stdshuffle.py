@@ -9,7 +9,7 @@ import pytest
 
 from dlpipe import Pipeline, fn
 from dlpipe.readers import _stdshuffle as ss
-from dlpipe.readers._sharding import DATALOADER_SEED, file_order_shuffle
+from dlpipe.readers._sharding import DATALOADER_SEED, file_order_shuffle, initial_order
 
 # Recorded from DALI 2.4 (CPU, /tmp/dv): fn.readers.file(files=[f] * N, labels=list(range(N)),
 # shuffle_after_epoch=True, num_shards=S, shard_id=k), the labels read in each epoch.
@@ -171,3 +171,55 @@ def test_file_order_shuffle_is_the_same_shuffle_of_the_files():
     # DALI reshuffles the identity every epoch (IndexedFileLoader::Reset): epoch 1's first
     # files are those of DALI's epoch-1 shuffle of 10 items, as recorded above.
     assert [int(reorder(1)[3 * i]) // 3 for i in range(10)] == DALI_ORDERS[(10, 1, None)][0][0]
+
+
+# Recorded from DALI 2.4 (CPU): fn.readers.file(files=[f] * N, labels=list(range(N)),
+# random_shuffle=True, initial_fill=1), the first epoch's labels: the one-off list shuffle,
+# std::shuffle with std::mt19937(524287) (32-bit engine). N = 1000 and 70000: first 12 labels
+# (the whole lists were compared when recording; 70000 > 65535 takes libstdc++'s one draw per
+# element path, the others two positions per draw; the pre-Lemire divide-and-reject
+# downscaling gives other orders from N = 1000 on).
+DALI_RANDOM_SHUFFLE = {
+    2: [1, 0],
+    3: [1, 0, 2],
+    10: [5, 9, 1, 6, 7, 2, 0, 4, 8, 3],
+    17: [10, 0, 14, 16, 7, 1, 15, 5, 3, 9, 13, 4, 12, 8, 2, 6, 11],
+    1000: [30, 812, 788, 887, 165, 659, 376, 711, 318, 513, 613, 324],
+    70000: [14022, 67989, 4767, 37944, 42924, 24812, 34586, 65034, 43369, 11806, 36280, 25885],
+}
+
+
+def test_mt19937_matches_the_standard():
+    # [rand.predef]: the 10000th output of a default-constructed std::mt19937 (seed 5489).
+    assert int(ss.MT19937(5489).peek(10000)[9999]) == 4123659995
+
+
+@pytest.mark.parametrize("n", sorted(DALI_RANDOM_SHUFFLE))
+def test_random_shuffle_initial_order_equals_dali(n):
+    expected = DALI_RANDOM_SHUFFLE[n]
+    got = initial_order(n)
+    assert got[: len(expected)].tolist() == expected
+    assert sorted(got.tolist()) == list(range(n))
+
+
+@pytest.mark.parametrize("n", [2, 3, 1000, 65535, 65536, 70001])
+def test_vectorised_32bit_shuffle_equals_the_swap_loop(n):
+    assert (
+        ss.std_shuffle(n, 9, ss.MT19937).tolist() == ss.std_shuffle_loop(n, 9, ss.MT19937).tolist()
+    )
+
+
+def test_file_reader_random_shuffle_with_fill_1_equals_dali(tmp_path):
+    files = []
+    for i in range(17):
+        files.append(str(tmp_path / f"{i}.bin"))
+        (tmp_path / f"{i}.bin").write_bytes(b"x")
+    pipe = Pipeline(batch_size=17, num_threads=1, device_id=None, seed=5)
+    with pipe:
+        _, labels = fn.readers.file(
+            files=files, labels=list(range(17)), random_shuffle=True, initial_fill=1
+        )
+        pipe.set_outputs(labels)
+    pipe.build()
+    got = [int(np.asarray(x).item()) for x in pipe.run()[0]]
+    assert got == DALI_RANDOM_SHUFFLE[17]
