@@ -258,10 +258,11 @@ class ListSharding:
     ``random_shuffle`` shuffles the list once, with DALI's fixed seed, so every shard sees the
     same permutation (the buffer shuffle then uses the operator's RNG);
     ``shuffle_after_epoch`` reshuffles the whole list at every epoch start (epoch 1 included)
-    with ``std::shuffle`` and ``std::mt19937_64(shuffle_after_epoch_seed + (epoch << 32))``,
-    each shuffle applied to the previous order (DALI 2.4's ``FileLabelLoader::Reset`` without
-    checkpointing, reproduced exactly by ``_stdshuffle``; a restored checkpoint replays them,
-    so the order is the same).
+    with ``std::shuffle`` and ``std::mt19937_64(shuffle_after_epoch_seed + (epoch << 32))``
+    (DALI 2.4's ``FileLabelLoader::Reset``, reproduced exactly by ``_stdshuffle``). Each
+    shuffle is applied to the previous order, except in a pipeline with checkpointing, where
+    DALI shuffles the original order every epoch (:meth:`restore_order_each_epoch`); so the
+    orders differ, as DALI's docs warn. A restored checkpoint recomputes the epoch's order.
 
     It has the loader's interface (``next_batch`` giving list indices, ``meta``,
     ``state_dict``), so a reader keeps it as ``self.loader`` and checkpoints see it.
@@ -296,6 +297,7 @@ class ListSharding:
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )
         self._reorder = self._epoch_order if shuffle_after_epoch else None
+        self._from_original = False
         self._cache: tuple[int, np.ndarray] = (0, self._order)
         self._loader = ShardedLoader(
             size,
@@ -313,7 +315,20 @@ class ListSharding:
         """Start streaming with the operator's RNG (the buffer shuffle)."""
         self._loader.bind(rng)
 
+    def restore_order_each_epoch(self) -> None:
+        """Shuffle the original order every epoch rather than the previous epoch's, as DALI's
+        list readers do when the pipeline has checkpointing enabled (orders checked against
+        DALI 2.4 in tests/core/test_stdshuffle.py). Called before the first read."""
+        self._from_original = True
+        self._cache = (0, self._order)
+
     def _epoch_order(self, epoch: int) -> np.ndarray:
+        if self._from_original:
+            cached_epoch, order = self._cache
+            if cached_epoch != epoch:
+                order = self._order[std_shuffle(len(self._order), epoch_seed(self._seed, epoch))]
+                self._cache = (epoch, order)
+            return order
         cached_epoch, order = self._cache
         if epoch < cached_epoch:
             cached_epoch, order = 0, self._order
@@ -349,6 +364,13 @@ class ShardedReader:
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
         self.loader.bind(self.rng)
+
+    def checkpointing_enabled(self) -> None:
+        """The pipeline keeps checkpoints: ``shuffle_after_epoch`` then shuffles the original
+        list every epoch, as DALI does."""
+        hook = getattr(self.loader, "restore_order_each_epoch", None)
+        if hook is not None:
+            hook()
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()

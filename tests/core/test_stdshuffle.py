@@ -223,3 +223,52 @@ def test_file_reader_random_shuffle_with_fill_1_equals_dali(tmp_path):
     pipe.build()
     got = [int(np.asarray(x).item()) for x in pipe.run()[0]]
     assert got == DALI_RANDOM_SHUFFLE[17]
+
+
+# Recorded from DALI 2.4 (CPU): as DALI_ORDERS[(10, 1, None)] but in a pipeline with
+# enable_checkpointing=True, where DALI shuffles the original list every epoch.
+DALI_CHECKPOINTING_10 = [
+    [9, 6, 0, 5, 4, 2, 8, 1, 7, 3],
+    [8, 7, 4, 3, 6, 1, 2, 5, 9, 0],
+    [2, 3, 9, 4, 8, 1, 6, 5, 0, 7],
+    [8, 3, 1, 9, 4, 0, 5, 2, 6, 7],
+]
+
+
+def label_pipe(files, checkpoint=None, batch_size=10):
+    pipe = Pipeline(
+        batch_size=batch_size,
+        num_threads=1,
+        device_id=None,
+        enable_checkpointing=True,
+        checkpoint=checkpoint,
+    )
+    with pipe:
+        _, labels = fn.readers.file(
+            files=files, labels=list(range(len(files))), shuffle_after_epoch=True
+        )
+        pipe.set_outputs(labels)
+    pipe.build()
+    return pipe
+
+
+def run_labels(pipe):
+    return [int(np.asarray(x).item()) for x in pipe.run()[0]]
+
+
+def test_checkpointing_pipeline_shuffles_the_original_order_like_dali(tmp_path):
+    files = []
+    for i in range(10):
+        files.append(str(tmp_path / f"{i}.bin"))
+        (tmp_path / f"{i}.bin").write_bytes(b"x")
+    pipe = label_pipe(files)
+    assert [run_labels(pipe) for _ in range(4)] == DALI_CHECKPOINTING_10
+    # A checkpoint taken mid-epoch 3 resumes the same stream.
+    pipe = label_pipe(files, batch_size=4)
+    stream = [run_labels(pipe) for _ in range(6)]  # 24 samples: epoch 3 has begun
+    data = pipe.checkpoint()
+    rest = [run_labels(pipe) for _ in range(4)]
+    resumed = label_pipe(files, checkpoint=data, batch_size=4)
+    assert [run_labels(resumed) for _ in range(4)] == rest
+    flat = [x for b in stream + rest for x in b]
+    assert flat == [x for e in DALI_CHECKPOINTING_10 for x in e]
