@@ -174,7 +174,8 @@ def apply_swaps(j: np.ndarray) -> np.ndarray:
     # Steps grouped by j, ascending i in a group: sorting the unique keys j * n + i is several
     # times faster than a stable argsort of j.
     keys = np.sort(j[1:] * n + idx[1:])
-    js, order = keys // n, keys % n
+    js = keys // n
+    order = keys - js * n
     same_prev = np.zeros(len(order), bool)
     same_prev[1:] = js[1:] == js[:-1]
     value = np.full(n, -1)  # S(p) where known
