@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ArgumentError
+from ._stdshuffle import MT19937, epoch_seed, std_shuffle
 
 # DALI's fixed seed for the one-off global list shuffle (kDaliDataloaderSeed).
 DATALOADER_SEED = 524287
@@ -29,8 +30,9 @@ DATALOADER_SEED = 524287
 
 def initial_order(n: int) -> np.ndarray:
     """The one-off shuffle of a reader's list of ``n`` samples (``random_shuffle=True``): the
-    same permutation for every shard, from DALI's fixed seed."""
-    return np.random.Generator(np.random.MT19937(DATALOADER_SEED)).permutation(n)
+    same permutation for every shard, DALI's ``std::shuffle`` with ``std::mt19937(524287)``
+    (the 32-bit engine; reproduced exactly, so with ``initial_fill=1`` the order is DALI's)."""
+    return std_shuffle(n, DATALOADER_SEED, MT19937)
 
 
 def shard_start(n: int, shard_id: int, num_shards: int) -> int:
@@ -54,8 +56,9 @@ def check_shard_args(shard_id: int, num_shards: int, who: str) -> None:
 
 def file_order_shuffle(per_file: list[np.ndarray], seed: int) -> Callable[[int], np.ndarray]:
     """The ``reorder`` of the indexed container readers' ``shuffle_after_epoch`` (TFRecord,
-    RecordIO): every epoch the order of the *files* is drawn afresh from ``seed + (epoch << 32)``
-    (DALI's ``IndexedFileLoader::Reset``); records keep their order inside a file.
+    RecordIO): every epoch the order of the *files* is drawn afresh, the identity shuffled with
+    ``std::mt19937_64(seed + (epoch << 32))`` (DALI's ``IndexedFileLoader::Reset``, reproduced
+    exactly by ``_stdshuffle``); records keep their order inside a file.
 
     Args:
         per_file: the dataset indices of each file's records, in file order.
@@ -66,8 +69,8 @@ def file_order_shuffle(per_file: list[np.ndarray], seed: int) -> Callable[[int],
     """
 
     def reorder(epoch: int) -> np.ndarray:
-        gen = np.random.Generator(np.random.MT19937(int(seed) + (epoch << 32)))
-        return np.concatenate([per_file[i] for i in gen.permutation(len(per_file))])
+        files = std_shuffle(len(per_file), epoch_seed(seed, epoch))
+        return np.concatenate([per_file[i] for i in files])
 
     return reorder
 
@@ -254,9 +257,12 @@ class ListSharding:
 
     ``random_shuffle`` shuffles the list once, with DALI's fixed seed, so every shard sees the
     same permutation (the buffer shuffle then uses the operator's RNG);
-    ``shuffle_after_epoch`` reshuffles the whole list at every epoch start with seed
-    ``shuffle_after_epoch_seed + epoch``, each shuffle applied to the previous order (DALI
-    without checkpointing; a restored checkpoint replays them, so the order is the same).
+    ``shuffle_after_epoch`` reshuffles the whole list at every epoch start (epoch 1 included)
+    with ``std::shuffle`` and ``std::mt19937_64(shuffle_after_epoch_seed + (epoch << 32))``
+    (DALI 2.4's ``FileLabelLoader::Reset``, reproduced exactly by ``_stdshuffle``). Each
+    shuffle is applied to the previous order, except in a pipeline with checkpointing, where
+    DALI shuffles the original order every epoch (:meth:`restore_order_each_epoch`); so the
+    orders differ, as DALI's docs warn. A restored checkpoint recomputes the epoch's order.
 
     It has the loader's interface (``next_batch`` giving list indices, ``meta``,
     ``state_dict``), so a reader keeps it as ``self.loader`` and checkpoints see it.
@@ -291,6 +297,7 @@ class ListSharding:
             DATALOADER_SEED if shuffle_after_epoch_seed is None else int(shuffle_after_epoch_seed)
         )
         self._reorder = self._epoch_order if shuffle_after_epoch else None
+        self._from_original = False
         self._cache: tuple[int, np.ndarray] = (0, self._order)
         self._loader = ShardedLoader(
             size,
@@ -308,14 +315,25 @@ class ListSharding:
         """Start streaming with the operator's RNG (the buffer shuffle)."""
         self._loader.bind(rng)
 
+    def restore_order_each_epoch(self) -> None:
+        """Shuffle the original order every epoch rather than the previous epoch's, as DALI's
+        list readers do when the pipeline has checkpointing enabled (orders checked against
+        DALI 2.4 in tests/core/test_stdshuffle.py). Called before the first read."""
+        self._from_original = True
+        self._cache = (0, self._order)
+
     def _epoch_order(self, epoch: int) -> np.ndarray:
+        if self._from_original:
+            cached_epoch, order = self._cache
+            if cached_epoch != epoch:
+                order = self._order[std_shuffle(len(self._order), epoch_seed(self._seed, epoch))]
+                self._cache = (epoch, order)
+            return order
         cached_epoch, order = self._cache
         if epoch < cached_epoch:
             cached_epoch, order = 0, self._order
         for e in range(cached_epoch + 1, epoch + 1):
-            order = order[
-                np.random.Generator(np.random.MT19937(self._seed + e)).permutation(len(order))
-            ]
+            order = order[std_shuffle(len(order), epoch_seed(self._seed, e))]
         self._cache = (epoch, order)
         return order
 
@@ -346,6 +364,13 @@ class ShardedReader:
     def bind_rng(self, seed: int) -> None:
         super().bind_rng(seed)
         self.loader.bind(self.rng)
+
+    def checkpointing_enabled(self) -> None:
+        """The pipeline keeps checkpoints: ``shuffle_after_epoch`` then shuffles the original
+        list every epoch, as DALI does."""
+        hook = getattr(self.loader, "restore_order_each_epoch", None)
+        if hook is not None:
+            hook()
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()

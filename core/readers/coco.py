@@ -67,7 +67,7 @@ class CocoReader(FileReader):
             annotations into that directory when the graph is built (deprecated names
             ``dump_meta_files``, ``dump_meta_files_path``).
         shard_id, num_shards, random_shuffle, initial_fill, stick_to_shard, pad_last_batch,
-            shuffle_after_epoch: as in ``fn.readers.file``.
+            shuffle_after_epoch, shuffle_after_epoch_seed: as in ``fn.readers.file``.
         read_ahead, dont_use_mmap, lazy_init, prefetch_queue_depth, tensor_init_bytes: accepted
             for DALI scripts; they change nothing here.
 
@@ -110,6 +110,7 @@ class CocoReader(FileReader):
         random_shuffle: bool = False,
         initial_fill: int = 1024,
         shuffle_after_epoch: bool = False,
+        shuffle_after_epoch_seed: int | None = None,
         stick_to_shard: bool | None = None,
         pad_last_batch: bool = False,
         prefetch_queue_depth: int = 1,
@@ -198,6 +199,7 @@ class CocoReader(FileReader):
             random_shuffle=random_shuffle,
             initial_fill=initial_fill,
             shuffle_after_epoch=shuffle_after_epoch,
+            shuffle_after_epoch_seed=shuffle_after_epoch_seed,
             stick_to_shard=stick_to_shard,
             pad_last_batch=pad_last_batch,
             who=f"{WHO} {self.name or ''}".strip(),

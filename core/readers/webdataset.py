@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ArgumentError, DataNotFoundError, DecodeError
 from ..graph import Operator, register
 from ..types import to_numpy_dtype
-from ._sharding import ShardedLoader, ShardedReader
+from ._sharding import DATALOADER_SEED, ShardedLoader, ShardedReader, file_order_shuffle
 from .tfrecord import PositionalReader, _as_list
 
 BLOCK = 512
@@ -191,6 +191,9 @@ class WebdatasetReader(ShardedReader, Operator):
             (default: an empty output), ``"skip"`` (drop the sample) or ``"error"``.
         case_sensitive_extensions: True by default.
         dtypes: one type per output (``types.UINT8``, ``types.FLOAT``, numpy dtypes, ...).
+        shuffle_after_epoch: shuffle the order of the *tar files* every epoch (samples inside a
+            tar stay in order), as DALI 2.4 does; forces ``stick_to_shard``.
+        shuffle_after_epoch_seed: base seed of that shuffle (default 524287).
         shard_id, num_shards, random_shuffle, initial_fill, stick_to_shard, pad_last_batch,
         prefetch_queue_depth, read_ahead, dont_use_mmap, lazy_init, skip_cached_images,
         tensor_init_bytes: as in ``fn.readers.file`` (no global shuffle: the buffer only).
@@ -222,6 +225,8 @@ class WebdatasetReader(ShardedReader, Operator):
         random_shuffle: bool = False,
         initial_fill: int = 1024,
         stick_to_shard: bool = False,
+        shuffle_after_epoch: bool = False,
+        shuffle_after_epoch_seed: int | None = None,
         pad_last_batch: bool = False,
         prefetch_queue_depth: int = 1,
         read_ahead: bool = False,
@@ -234,6 +239,10 @@ class WebdatasetReader(ShardedReader, Operator):
         self.paths = _as_list(paths, "paths", who)
         if not self.paths:
             raise ArgumentError(f"{who}: paths={paths!r}: give at least one tar file")
+        if shuffle_after_epoch and stick_to_shard:
+            raise ArgumentError(
+                f"{who}: shuffle_after_epoch=True cannot go with stick_to_shard=True"
+            )
         self.index_paths = _as_list(index_paths, "index_paths", who)
         if index_paths is not None and len(self.index_paths) != len(self.paths):
             raise ArgumentError(
@@ -268,15 +277,22 @@ class WebdatasetReader(ShardedReader, Operator):
         self.behavior = behavior
         self._build_index(who)
         self._io = PositionalReader(who)
+        reorder = None
+        if shuffle_after_epoch:  # the tar files' order, as the container readers do it
+            tars = np.array([t for t, _, _ in self._samples])
+            per_file = [np.flatnonzero(tars == t) for t in range(len(self.paths))]
+            seed = DATALOADER_SEED if shuffle_after_epoch_seed is None else shuffle_after_epoch_seed
+            reorder = file_order_shuffle(per_file, seed)
         self.loader = ShardedLoader(
             len(self._samples),
             shard_id=shard_id,
             num_shards=num_shards,
             random_shuffle=random_shuffle,
             initial_fill=initial_fill,
-            stick_to_shard=bool(stick_to_shard),
+            stick_to_shard=bool(stick_to_shard) or shuffle_after_epoch,
             pad_last_batch=pad_last_batch,
             who=f"{who} {self.name or ''}".strip(),
+            reorder=reorder,
         )
 
     def _build_index(self, who: str) -> None:

@@ -310,3 +310,54 @@ def test_checkpoint_resumes(shards, stop):
         return pipe
 
     check_checkpoint_resumes(make, stop, 12)
+
+
+# Recorded from DALI 2.4 (CPU): fn.readers.webdataset(paths=<the 5 tars below>, ext=["cls"],
+# shuffle_after_epoch=True[, shuffle_after_epoch_seed=5]), batch 12, the ids of 5 epochs: the
+# tars' order is std::shuffle'd with std::mt19937_64(seed + (epoch << 32)) every epoch.
+WDS_DALI_ORDERS = {
+    None: [
+        [10, 11, 5, 6, 7, 8, 3, 4, 0, 1, 2, 9],
+        [5, 6, 7, 8, 3, 4, 0, 1, 2, 9, 10, 11],
+        [9, 5, 6, 7, 8, 10, 11, 3, 4, 0, 1, 2],
+        [0, 1, 2, 9, 5, 6, 7, 8, 3, 4, 10, 11],
+        [10, 11, 9, 3, 4, 0, 1, 2, 5, 6, 7, 8],
+    ],
+    5: [
+        [3, 4, 9, 0, 1, 2, 5, 6, 7, 8, 10, 11],
+        [0, 1, 2, 5, 6, 7, 8, 3, 4, 10, 11, 9],
+        [9, 5, 6, 7, 8, 0, 1, 2, 3, 4, 10, 11],
+        [9, 5, 6, 7, 8, 0, 1, 2, 3, 4, 10, 11],
+        [3, 4, 9, 0, 1, 2, 10, 11, 5, 6, 7, 8],
+    ],
+}
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_shuffle_after_epoch_shuffles_tar_order_like_dali(tmp_path, seed):
+    paths, sample_id = [], 0
+    for t, n in enumerate([3, 2, 4, 1, 2]):  # tar t holds samples with consecutive ids
+        paths.append(str(tmp_path / f"s{t}.tar"))
+        with tarfile.open(paths[-1], "w") as tar:
+            for k in range(n):
+                add(tar, f"sample{t}_{k}.cls", bytes([sample_id]))
+                sample_id += 1
+    kw = {} if seed is None else {"shuffle_after_epoch_seed": seed}
+    pipe = Pipeline(batch_size=12, num_threads=1, device_id=None)
+    with pipe:
+        pipe.set_outputs(
+            fn.readers.webdataset(
+                paths=paths, ext=["cls"], shuffle_after_epoch=True, name="R", **kw
+            )
+        )
+    pipe.build()
+    assert pipe.reader_meta("R")["stick_to_shard"] == 1
+    got = [[int(np.asarray(x).ravel()[0]) for x in pipe.run()[0]] for _ in range(5)]
+    assert got == WDS_DALI_ORDERS[seed]
+    with pytest.raises(ArgumentError, match="stick_to_shard"), Pipeline(batch_size=1) as bad:
+        bad.set_outputs(
+            fn.readers.webdataset(
+                paths=paths, ext=["cls"], shuffle_after_epoch=True, stick_to_shard=True
+            )
+        )
+        bad.build()
