@@ -209,7 +209,10 @@ def effnet(args) -> None:
             it, _ = get(one_hot=True, augmentation=augmentation, **common)
         else:
             it, _ = loaders["get_dali_val_loader"]()(one_hot=False, **common)
-        pipe, batch = it.loader._pipes[0], BATCH
+        # the example's DALIWrapper keeps its iterator as ``loader`` (older copies) or
+        # ``dalipipeline``
+        inner = getattr(it, "loader", None) or it.dalipipeline
+        pipe, batch = inner._pipes[0], BATCH
     else:
         root = subset_root(args.data, CPU_PER_CLASS)
         kw = dict(
