@@ -437,7 +437,9 @@ class Pipeline:
 
         if not (self._runtime.sample_processes and supported()) or self._num_threads < 2:
             return 0
-        return min(self._num_threads, os.cpu_count() or 1)
+        # the cores this process may run on (a container's or taskset's), not the machine's
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        return min(self._num_threads, cores or os.cpu_count() or 1)
 
     def _check_process(self) -> None:
         """Raise, rather than wait forever, when this process is a fork of the one that built
