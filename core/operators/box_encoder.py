@@ -184,6 +184,11 @@ class BoxEncoder(Operator):
 
     schema = "box_encoder"
     devices = ("cpu", "gpu")
+    # numpy on the anchors, ~270 us of CPU a sample, holding the GIL between the calls: the CPU
+    # version may go to the sample processes (BENCHMARKS.md, "Detection: where the SSD programs
+    # wait")
+    process_safe = True
+    holds_gil = True
     num_inputs = (2, 2)
     num_outputs = 2
 

@@ -311,3 +311,46 @@ def test_server_runs_skips_and_fails_like_the_threads():
     assert isinstance(exc, ValueError) and "run_sample" in where
     done = Server.run([Step(_Raises(), (0,), (), (1,))], [(0, {0: 1}, [None])], (1,))
     assert done.failed[2] is None and done.failed[3:5] == ("_Unpicklable", "nopickle")
+
+
+def test_box_encoder_in_processes():
+    """SSD's CPU box_encoder (numpy on 8732 anchors a sample) goes to the processes; the
+    encoded boxes and labels are the threads'."""
+    rng = np.random.default_rng(0)
+    anchors = rng.random((8732, 4)).astype(np.float32)
+    anchors[:, 2:] = anchors[:, :2] + 0.1
+
+    def build(processes: bool):
+        draw = np.random.default_rng(5)
+
+        def source():
+            boxes = [
+                np.sort(draw.random((draw.integers(0, 6), 2, 2), np.float32), axis=1).reshape(-1, 4)
+                for _ in range(8)
+            ]
+            return boxes, [draw.integers(1, 80, len(b)).astype(np.int32) for b in boxes]
+
+        pipe = Pipeline(
+            batch_size=8,
+            num_threads=2,
+            device_id=None,
+            runtime=RuntimeOptions(sample_processes=processes),
+        )
+        with pipe:
+            b, lab = fn.external_source(source=source, num_outputs=2, batch=True)
+            enc, enc_labels = fn.box_encoder(
+                b, lab, anchors=anchors.ravel().tolist(), offset=True, stds=[0.1, 0.1, 0.2, 0.2]
+            )
+            pipe.set_outputs(enc, enc_labels)
+        pipe.build()
+        return pipe
+
+    pipe = build(True)
+    (parts,) = pipe._executor._remote.values()
+    assert [[n.op.schema for n in p.nodes] for p in parts if isinstance(p, RemoteRun)] == [
+        ["box_encoder"]
+    ]
+    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
+        for out_want, out_got in zip(want, got, strict=True):
+            for x, y in zip(out_want, out_got, strict=True):
+                np.testing.assert_array_equal(x, y)
