@@ -373,6 +373,8 @@ class ImageDecoder(_DecoderBase):
             ``RuntimeOptions.max_pixels``, 2**28.
     """
 
+    process_safe = True  # on the CPU (see Operator): may join a part for the sample processes
+
     schema = "decoders.image"
 
     def setup(

@@ -40,6 +40,8 @@ class ImageDecoderCrop(CropSpec, _DecoderBase):
         ...                                 crop_pos_x=fn.random.uniform(range=(0, 1)))
     """
 
+    process_safe = True  # on the CPU (see Operator): may join a part for the sample processes
+
     schema = "decoders.image_crop"
     arg_inputs = CropSpec.CROP_ARG_INPUTS
 

@@ -45,6 +45,8 @@ class ImageDecoderSlice(SliceSpec, _DecoderBase):
         >>> images = fn.decoders.image_slice(jpegs, crop_begin, crop_size, device="mixed")
     """
 
+    process_safe = True  # on the CPU (see Operator): may join a part for the sample processes
+
     schema = "decoders.image_slice"
     num_inputs = (1, 3)
     arg_inputs = frozenset(SliceSpec.NAMED)

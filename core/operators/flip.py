@@ -72,6 +72,8 @@ class Flip(Operator):
         >>> mirrored = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
     """
 
+    process_safe = True  # on the CPU (see Operator): may join a part for the sample processes
+
     schema = "flip"
     devices = ("cpu", "gpu")
     arg_inputs = frozenset({"horizontal", "vertical", "depthwise"})

@@ -343,6 +343,8 @@ class Resize(Operator):
         >>> images, orig_hw = fn.resize(decoded, resize_x=800, resize_y=800, save_attrs=True)
     """
 
+    process_safe = True  # on the CPU (see Operator): may join a part for the sample processes
+
     schema = "resize"
     devices = ("cpu", "gpu")
     arg_inputs = frozenset(

@@ -354,3 +354,45 @@ def test_box_encoder_in_processes():
         for out_want, out_got in zip(want, got, strict=True):
             for x, y in zip(out_want, out_got, strict=True):
                 np.testing.assert_array_equal(x, y)
+
+
+def test_image_chain_joins_a_part_with_box_encoder(tmp_path):
+    """In SSD's graphs the image chain (decode, slice, resize, flip) shares its run with the
+    box encoding, which holds the GIL: all of it goes to the processes, and gives the threads'
+    images and boxes."""
+    from dlpipe.synthetic import make_dataset
+
+    root = str(tmp_path / "jpegs")
+    make_dataset(root, num_classes=2, per_class=6, size_range=(64, 120), seed=3)
+    anchors = np.random.default_rng(1).random((300, 4)).astype(np.float32)
+    anchors[:, 2:] = anchors[:, :2] + 0.2
+
+    def build(processes: bool):
+        pipe = Pipeline(
+            batch_size=6,
+            num_threads=2,
+            device_id=None,
+            seed=9,
+            runtime=RuntimeOptions(sample_processes=processes),
+        )
+        with pipe:
+            jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True)
+            images = fn.decoders.image(jpegs, output_type=types.RGB)
+            images = fn.slice(images, rel_start=[0.1, 0.1], rel_end=[0.9, 0.8])
+            images = fn.resize(images, resize_x=64, resize_y=48)
+            images = fn.flip(images, horizontal=fn.random.coin_flip())
+            boxes = fn.random.uniform(range=[0.0, 0.5], shape=[2, 4])
+            classes = fn.cast(fn.random.uniform(range=[1, 5], shape=[2]), dtype=types.INT32)
+            enc, enc_labels = fn.box_encoder(boxes, classes, anchors=anchors.ravel().tolist())
+            pipe.set_outputs(images, enc, enc_labels, labels)
+        pipe.build()
+        return pipe
+
+    pipe = build(True)
+    parts = [p for v in pipe._executor._remote.values() for p in v if isinstance(p, RemoteRun)]
+    schemas = {n.op.schema for p in parts for n in p.nodes}
+    assert {"decoders.image", "slice", "resize", "flip", "box_encoder"} <= schemas
+    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
+        for out_want, out_got in zip(want, got, strict=True):
+            for x, y in zip(out_want, out_got, strict=True):
+                np.testing.assert_array_equal(x, y)
