@@ -62,6 +62,15 @@ def jasper_like(root: str, processes: bool, train: bool = True, threads: int = 3
     return pipe
 
 
+def assert_same_batches(want: list, got: list) -> None:
+    """Every output sample of every batch equal, dtype and shape too."""
+    for b_want, b_got in zip(want, got, strict=True):
+        for out_want, out_got in zip(b_want, b_got, strict=True):
+            for x, y in zip(out_want, out_got, strict=True):
+                assert x.dtype == y.dtype and x.shape == y.shape
+                np.testing.assert_array_equal(x, y)
+
+
 def batches(pipe, n: int) -> list:
     out = []
     for _ in range(n):
@@ -234,10 +243,7 @@ def test_feature_chain_on_the_cpu(speech):
         ["normalize"],
     ]
     assert [isinstance(p, RemoteRun) for p in run_phases] == [True, False, True, False]
-    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
-        for out_want, out_got in zip(want, got, strict=True):
-            for x, y in zip(out_want, out_got, strict=True):
-                np.testing.assert_array_equal(x, y)
+    assert_same_batches(batches(build(False), 3), batches(pipe, 3))
 
 
 def test_reply_buffers_travel_in_shared_memory():
@@ -350,10 +356,7 @@ def test_box_encoder_in_processes():
     assert [[n.op.schema for n in p.nodes] for p in parts if isinstance(p, RemoteRun)] == [
         ["box_encoder"]
     ]
-    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
-        for out_want, out_got in zip(want, got, strict=True):
-            for x, y in zip(out_want, out_got, strict=True):
-                np.testing.assert_array_equal(x, y)
+    assert_same_batches(batches(build(False), 3), batches(pipe, 3))
 
 
 def test_image_chain_joins_a_part_with_box_encoder(tmp_path):
@@ -392,7 +395,4 @@ def test_image_chain_joins_a_part_with_box_encoder(tmp_path):
     parts = [p for v in pipe._executor._remote.values() for p in v if isinstance(p, RemoteRun)]
     schemas = {n.op.schema for p in parts for n in p.nodes}
     assert {"decoders.image", "slice", "resize", "flip", "box_encoder"} <= schemas
-    for want, got in zip(batches(build(False), 3), batches(pipe, 3), strict=True):
-        for out_want, out_got in zip(want, got, strict=True):
-            for x, y in zip(out_want, out_got, strict=True):
-                np.testing.assert_array_equal(x, y)
+    assert_same_batches(batches(build(False), 3), batches(pipe, 3))
