@@ -190,10 +190,10 @@ class SampleProcesses:
             self._known.add(run.key)
         bins: list[list] = [[] for _ in range(min(len(helpers), len(items)))]
         loads = [0] * len(bins)
-        for item in sorted(items, key=_nbytes, reverse=True):
+        for size, item in sorted(((_nbytes(x), x) for x in items), key=lambda p: -p[0]):
             b = loads.index(min(loads))
             bins[b].append(item)
-            loads[b] += _nbytes(item)
+            loads[b] += size
         used = helpers[: len(bins)]
         for h, part in zip(used, bins, strict=True):
             h.submit(Samples(run.key, part, run.want))

@@ -33,6 +33,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from .errors import SampleSkipped
+
 
 @dataclass(frozen=True)
 class Step:
@@ -136,8 +138,6 @@ class Server:
 
     @staticmethod
     def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:
-        from .errors import SampleSkipped
-
         seconds, counts = [0.0] * len(steps), [0] * len(steps)
         results, skipped = [], []
         for index, values, params in items:

@@ -302,7 +302,7 @@ class Executor:
         # Runs with process-safe parts, by the run's id: their phases (_sample_processes.phases)
         self._remote: dict[int, list[list[OpNode] | RemoteRun]] = {}
         self._sample_processes = None
-        if sample_processes > 0 and num_threads > 1:
+        if sample_processes > 0:
             used = self._used_outside()
             for batch_level, nodes in self._segments:
                 if not batch_level:
@@ -310,7 +310,7 @@ class Executor:
                     if parts is not None:
                         self._remote[id(nodes)] = parts
             if self._remote:
-                self._sample_processes = SampleProcesses(min(sample_processes, num_threads))
+                self._sample_processes = SampleProcesses(sample_processes)
         # Readers that read ahead (``Operator.prefetch``): the stage draws each iteration's
         # parameters one iteration early and starts those reads then, so they run while it
         # finishes the iteration before. Not with sources (feed_input, callbacks): DALI calls
@@ -770,13 +770,11 @@ class Executor:
         if skipped:
             replace_skipped(ws, skipped)
             return
-        for dn in run.gives:
-            if dn in self._cpu_outputs:
-                for i in range(n):
-                    self._to_dense(ws, dn, i)
-                slot = ws.dense.get(dn)
-                if slot is not None and not slot.ragged and all(slot.written):
-                    ws.values[dn] = Rows(ws.values[dn], slot.array)
+        to_dense = [dn for dn in run.gives if dn in self._cpu_outputs]
+        for dn in to_dense:
+            for i in range(n):
+                self._to_dense(ws, dn, i)
+        self._hand_on_dense(ws, to_dense)
 
     def _draw(self) -> Workspace:
         """The parameters of the next iteration, drawn in graph order on the stage thread (so
@@ -869,7 +867,13 @@ class Executor:
         if skipped:
             replace_skipped(ws, skipped)
             return
-        for dn in to_dense:  # a complete batch array: hand it on as one (Rows)
+        self._hand_on_dense(ws, to_dense)
+
+    @staticmethod
+    def _hand_on_dense(ws: Workspace, dns) -> None:
+        """Each of ``dns`` whose batch buffer every sample filled is handed on as one array
+        (``Rows``)."""
+        for dn in dns:
             slot = ws.dense.get(dn)
             if slot is not None and not slot.ragged and all(slot.written):
                 ws.values[dn] = Rows(ws.values[dn], slot.array)

@@ -393,6 +393,10 @@ class Operator:
     def bind_rng(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
+    def checkpointing_enabled(self) -> None:
+        """Called by ``Pipeline.build`` when the pipeline keeps checkpoints, before any state
+        is restored (list readers then shuffle the original order every epoch, as DALI)."""
+
     def prepare(self, ctx: BuildContext) -> None:
         """Called once by ``Pipeline.build``, before anything runs: take what depends on the
         pipeline rather than on the operator's arguments (its runtime options, its GPU)."""

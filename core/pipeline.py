@@ -398,10 +398,8 @@ class Pipeline:
         depth = self._cpu_size + (self._gpu_size if self._separated else 0)
         snapshot = None
         if self._enable_checkpointing:
-            for node in ops:  # list readers then reshuffle the original order (DALI)
-                hook = getattr(node.op, "checkpointing_enabled", None)
-                if hook is not None:
-                    hook()
+            for node in ops:
+                node.op.checkpointing_enabled()
             self._stateful = [n for n in ops if n.op.state_dict() is not None]
             if self._checkpoint_in is not None:
                 self._restore(self._checkpoint_in)

@@ -47,12 +47,6 @@ def _read_exactly(fd: int, n: int) -> bytes | bytearray:
     return buf
 
 
-def read(fd: int) -> tuple[object, int]:
-    """The next frame on ``fd``: (message, flags). Raises EOFError at the end of the pipe."""
-    size, flags = _HEADER.unpack(_read_exactly(fd, _HEADER.size))
-    return pickle.loads(_read_exactly(fd, size)), flags
-
-
 class Reader:
     """The frames of one pipe, read with as few system calls as the pipe allows: each read
     takes what is there (up to ``CHUNK``), so a small frame is one read, header and body, and

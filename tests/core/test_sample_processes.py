@@ -37,15 +37,20 @@ def speech(tmp_path_factory):
     return root
 
 
-def jasper_like(root: str, processes: bool, train: bool = True, threads: int = 3, **kw):
-    """DLE Jasper's CPU part: read, speed perturbation by resampling, trimming, slicing."""
-    pipe = Pipeline(
-        batch_size=5,
+def new_pipe(processes: bool, batch_size: int, seed: int, threads: int = 2) -> Pipeline:
+    """A CPU pipeline with sample processes on or off."""
+    return Pipeline(
+        batch_size=batch_size,
         num_threads=threads,
         device_id=None,
-        seed=7,
+        seed=seed,
         runtime=RuntimeOptions(sample_processes=processes),
     )
+
+
+def jasper_like(root: str, processes: bool, train: bool = True, threads: int = 3, **kw):
+    """DLE Jasper's CPU part: read, speed perturbation by resampling, trimming, slicing."""
+    pipe = new_pipe(processes, 5, 7, threads=threads)
     with pipe:
         encoded, label = fn.readers.file(
             file_root=root,
@@ -209,13 +214,7 @@ def test_feature_chain_on_the_cpu(speech):
     stays in the pipeline's process between two parts; the features are the threads'."""
 
     def build(processes: bool):
-        pipe = Pipeline(
-            batch_size=4,
-            num_threads=2,
-            device_id=None,
-            seed=3,
-            runtime=RuntimeOptions(sample_processes=processes),
-        )
+        pipe = new_pipe(processes, 4, 3)
         with pipe:
             enc, label = fn.readers.file(
                 file_root=speech, file_list=os.path.join(speech, "list.txt")
@@ -336,12 +335,7 @@ def test_box_encoder_in_processes():
             ]
             return boxes, [draw.integers(1, 80, len(b)).astype(np.int32) for b in boxes]
 
-        pipe = Pipeline(
-            batch_size=8,
-            num_threads=2,
-            device_id=None,
-            runtime=RuntimeOptions(sample_processes=processes),
-        )
+        pipe = new_pipe(processes, 8, 0)
         with pipe:
             b, lab = fn.external_source(source=source, num_outputs=2, batch=True)
             enc, enc_labels = fn.box_encoder(
@@ -371,13 +365,7 @@ def test_image_chain_joins_a_part_with_box_encoder(tmp_path):
     anchors[:, 2:] = anchors[:, :2] + 0.2
 
     def build(processes: bool):
-        pipe = Pipeline(
-            batch_size=6,
-            num_threads=2,
-            device_id=None,
-            seed=9,
-            runtime=RuntimeOptions(sample_processes=processes),
-        )
+        pipe = new_pipe(processes, 6, 9)
         with pipe:
             jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True)
             images = fn.decoders.image(jpegs, output_type=types.RGB)
