@@ -148,6 +148,10 @@ class ShardedLoader:
         """Real (unpadded) samples reader k reads in epoch ``epoch`` (0-based)."""
         return shard_size(self.size, self.epoch_shard(epoch), self.num_shards)
 
+    def restore_order_each_epoch(self) -> None:
+        """With checkpoints: nothing to change. ``reorder(epoch)`` already gives each epoch's
+        order from the original one (the container readers' file order, as DALI)."""
+
     def meta(self) -> dict[str, int]:
         padded = (
             padded_shard_size(self.size, self.num_shards) * self.num_shards
@@ -368,9 +372,7 @@ class ShardedReader:
     def checkpointing_enabled(self) -> None:
         """The pipeline keeps checkpoints: ``shuffle_after_epoch`` then shuffles the original
         list every epoch, as DALI does."""
-        hook = getattr(self.loader, "restore_order_each_epoch", None)
-        if hook is not None:
-            hook()
+        self.loader.restore_order_each_epoch()
 
     def reader_meta(self) -> dict[str, int]:
         return self.loader.meta()
