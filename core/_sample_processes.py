@@ -21,9 +21,11 @@ Invariants:
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import pickle
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,26 +130,116 @@ def phases(nodes: list[OpNode], used_outside) -> list[list[OpNode] | RemoteRun] 
 
 
 REPLY_BYTES = 64 << 20  # each process's memfd for its replies' arrays; larger ones use the pipe
+IN_FLIGHT = 2  # requests a process may hold at once, each with its part of the memfd
+
+
+class _Ticket:
+    """One request's reply, once read (``done``): ``value`` or ``error``."""
+
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value = None
+        self.error: BaseException | None = None
+
+
+class _Line:
+    """The pipeline's side of one process: its requests in flight, oldest first.
+
+    Two threads may use a process at once (the CPU stage's front submits the next
+    iteration while its back collects this one): ``sending`` orders the requests and bounds
+    them to ``IN_FLIGHT``; ``reading`` lets one thread at a time read replies, which come in
+    the order of the requests, each unpacked into its ticket at once (so its part of the
+    memfd is free again before another request may use it)."""
+
+    def __init__(self, helper: HelperProcess, memory) -> None:
+        self.helper = helper
+        self.memory = memory
+        self.sending = threading.Lock()
+        self.reading = threading.Lock()
+        self.tickets: collections.deque[_Ticket] = collections.deque()
+        self.sent = 0
+
+    def submit(self, run: RemoteRun, items: list) -> _Ticket:
+        with self.sending:
+            while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
+                self.wait(self.tickets[0])
+            size = len(self.memory) // IN_FLIGHT
+            region = ((self.sent % IN_FLIGHT) * size, size)
+            ticket = _Ticket()
+            self.tickets.append(ticket)  # before the request: a reader may meet its reply
+            self.sent += 1
+            try:
+                self.helper.submit(Samples(run.key, items, run.want, region))
+            except BaseException as e:
+                ticket.error = e  # the helper failed: it will not answer
+                ticket.done = True
+                self.tickets.remove(ticket)
+                raise
+            return ticket
+
+    def wait(self, ticket: _Ticket) -> None:
+        """Read replies until ``ticket``'s has come."""
+        with self.reading:
+            while not ticket.done:
+                oldest = self.tickets[0]
+                try:
+                    oldest.value = unpack(self.helper.result(), self.memory)
+                except BaseException as e:
+                    oldest.error = e
+                    if not isinstance(e, HelperError):  # interrupted: the helper is failed
+                        self._fail_all(e)
+                        raise
+                oldest.done = True
+                self.tickets.popleft()
+
+    def _fail_all(self, exc: BaseException) -> None:
+        while self.tickets:
+            t = self.tickets.popleft()
+            t.error, t.done = t.error or exc, True
+
+
+class Pending:
+    """A run submitted to the processes (:meth:`SampleProcesses.submit`): :meth:`result`
+    waits for its replies."""
+
+    def __init__(self, parts: list[tuple[_Line, _Ticket]]) -> None:
+        self._parts = parts
+
+    def result(self) -> list[SamplesDone]:
+        """Every process's reply; raises the first HelperError once all were read."""
+        done, error = [], None
+        for line, ticket in self._parts:  # every reply is read
+            line.wait(ticket)
+            if ticket.error is not None:
+                error = error or ticket.error
+            else:
+                done.append(ticket.value)
+        if error is not None:
+            raise error
+        return done
 
 
 class SampleProcesses:
     """``count`` sample processes, started on first use, each with a memfd of
-    ``REPLY_BYTES`` for its replies' arrays (only the pages a reply touches take memory).
+    ``REPLY_BYTES`` for its replies' arrays (only the pages a reply touches take memory),
+    in ``IN_FLIGHT`` parts, one per request it may hold.
 
-    Raises (from :meth:`run`):
+    Raises (from :meth:`submit`):
         HelperStartError: they cannot be started here; the caller runs the chain in threads.
     """
 
     def __init__(self, count: int):
         self.count = max(1, count)
-        self._helpers: list[HelperProcess] | None = None
-        self._memory: list = []  # each helper's memfd, mapped
+        self._lines: list[_Line] | None = None
         self._known: set[int] = set()
+        self._lock = threading.Lock()  # starting, and a chain's first use
 
-    def _start(self) -> list[HelperProcess]:
-        if self._helpers is not None and any(h.failure for h in self._helpers):
+    def _start(self) -> list[_Line]:
+        if self._lines is not None and any(x.helper.failure for x in self._lines):
             self.stop()  # one failed (a Ctrl-C cut a request in half, it died): start afresh
-        if self._helpers is None:
+        if self._lines is None:
             import mmap
 
             helpers, memory = [], []
@@ -175,46 +267,40 @@ class SampleProcesses:
                 for m in memory:
                     m.close()
                 raise
-            self._helpers, self._memory = helpers, memory
-        return self._helpers
+            self._lines = [_Line(h, m) for h, m in zip(helpers, memory, strict=True)]
+        return self._lines
 
-    def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
-        """Run ``run`` for ``items`` ((index, values, params) per sample), spread over the
+    def submit(self, run: RemoteRun, items: list) -> Pending:
+        """Send ``run`` for ``items`` ((index, values, params) per sample), spread over the
         processes by size: each sample goes to the process with the fewest bytes so far,
         largest first (input bytes stand for the work: decoding and resampling scale with
-        them)."""
-        helpers = self._start()
-        if run.key not in self._known:
-            for h in helpers:
-                h.notify(Chain(run.key, run.blob))
-            self._known.add(run.key)
-        bins: list[list] = [[] for _ in range(min(len(helpers), len(items)))]
+        them). Waits only while a process holds ``IN_FLIGHT`` requests."""
+        with self._lock:
+            lines = self._start()
+            if run.key not in self._known:
+                for x in lines:
+                    with x.sending:
+                        x.helper.notify(Chain(run.key, run.blob))
+                self._known.add(run.key)
+        bins: list[list] = [[] for _ in range(min(len(lines), len(items)))]
         loads = [0] * len(bins)
         for size, item in sorted(((_nbytes(x), x) for x in items), key=lambda p: -p[0]):
             b = loads.index(min(loads))
             bins[b].append(item)
             loads[b] += size
-        used = helpers[: len(bins)]
-        for h, part in zip(used, bins, strict=True):
-            h.submit(Samples(run.key, part, run.want))
-        done, error = [], None
-        for h, memory in zip(used, self._memory, strict=False):  # every reply is read
-            try:
-                done.append(unpack(h.result(), memory))
-            except HelperError as e:
-                error = error or e
-        if error is not None:
-            raise error
-        return done
+        return Pending([(x, x.submit(run, part)) for x, part in zip(lines, bins, strict=False)])
+
+    def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
+        """:meth:`submit`, then its result."""
+        return self.submit(run, items).result()
 
     def stop(self) -> None:
-        if self._helpers is not None:
-            stop_all(self._helpers)
-            self._helpers = None
+        if self._lines is not None:
+            stop_all([x.helper for x in self._lines])
+            for x in self._lines:
+                x.memory.close()
+            self._lines = None
             self._known.clear()
-        for m in self._memory:
-            m.close()
-        self._memory = []
 
 
 def _nbytes(item) -> int:

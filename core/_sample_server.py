@@ -58,11 +58,14 @@ class Chain:
 @dataclass(frozen=True)
 class Samples:
     """Run chain ``key`` for ``items``: (sample index, {key: value} of the values it takes
-    from outside the chain, one parameter per step). ``want``: the keys to send back."""
+    from outside the chain, one parameter per step). ``want``: the keys to send back;
+    ``region``: (offset, size) of the part of the memfd the reply's arrays may use (each
+    request in flight has its own)."""
 
     key: int
     items: list
     want: tuple[int, ...]
+    region: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -88,16 +91,17 @@ class Packed:
     spans: list
 
 
-def pack(reply: object, memory) -> object:
-    """``reply`` as :class:`Packed` with its buffers written into ``memory`` (an mmap), or
-    ``reply`` itself when they do not fit."""
+def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object:
+    """``reply`` as :class:`Packed` with its buffers written into ``memory`` (an mmap), within
+    ``region`` (offset, size; all of it if None), or ``reply`` itself when they do not fit."""
+    start, size = region if region is not None else (0, len(memory))
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(reply, protocol=5, buffer_callback=buffers.append)
-    spans, pos = [], 0
+    spans, pos = [], start
     for buf in buffers:
         raw = buf.raw()
         end = pos + raw.nbytes
-        if end > len(memory):
+        if end > start + size:
             return reply
         memory[pos:end] = raw
         spans.append((pos, raw.nbytes))
@@ -134,7 +138,8 @@ class Server:
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
-        return pack(self.run(self.chains[msg.key], msg.items, msg.want), self.memory)
+        done = self.run(self.chains[msg.key], msg.items, msg.want)
+        return pack(done, self.memory, msg.region if msg.region[1] else None)
 
     @staticmethod
     def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:

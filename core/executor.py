@@ -38,7 +38,7 @@ import numpy as np
 
 from ._conditionals import compact
 from ._ipc.process import HelperStartError
-from ._sample_processes import RemoteRun, SampleProcesses, phases
+from ._sample_processes import Pending, RemoteRun, SampleProcesses, phases
 from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode, Rows
@@ -78,6 +78,17 @@ class _DenseBatch:
         slot.written = bytearray(b"\x01" * len(batch))
         slot.ragged = False
         return slot
+
+
+@dataclass
+class _Submitted:
+    """An iteration whose CPU stage stopped after sending part ``phase`` of segment
+    ``segment`` to the sample processes (``pending``); the stage's back goes on from there."""
+
+    ws: Workspace
+    segment: int
+    phase: int
+    pending: Pending
 
 
 class _EndOfData:
@@ -311,6 +322,9 @@ class Executor:
                         self._remote[id(nodes)] = parts
             if self._remote:
                 self._sample_processes = SampleProcesses(sample_processes)
+        # The CPU stage in two threads: the front sends an iteration's samples to the sample
+        # processes and goes on to the next; the back collects them (_run_cpu, _run_back)
+        self._back = run_async and self._sample_processes is not None
         # Readers that read ahead (``Operator.prefetch``): the stage draws each iteration's
         # parameters one iteration early and starts those reads then, so they run while it
         # finishes the iteration before. Not with sources (feed_input, callbacks): DALI calls
@@ -504,52 +518,40 @@ class Executor:
 
     # --- threads ----------------------------------------------------------------------------
     def _start_threads(self) -> None:
-        if self.gpu_stage is None:
+        def thread(inbox: queue.Queue, outbox: queue.Queue, fn: Callable, name: str):
+            return threading.Thread(
+                target=self._stage_loop, args=(inbox, outbox, fn), name=name, daemon=True
+            )
+
+        if self.gpu_stage is None and not self._back:
             self._threads = [
-                threading.Thread(
-                    target=self._stage_loop,
-                    args=(self._tickets, self._done, self._cpu_then_finish),
-                    name="dlpipe-cpu-stage",
-                    daemon=True,
-                )
+                thread(self._tickets, self._done, self._cpu_then_finish, "dlpipe-cpu-stage")
             ]
-        else:
+        elif self.gpu_stage is None:
             mid: queue.Queue = queue.Queue()
             self._threads = [
-                threading.Thread(
-                    target=self._stage_loop,
-                    args=(self._tickets, mid, self._run_cpu),
-                    name="dlpipe-cpu-stage",
-                    daemon=True,
-                ),
+                thread(self._tickets, mid, self._run_cpu, "dlpipe-cpu-stage"),
+                thread(mid, self._done, self._back_then_finish, "dlpipe-cpu-back"),
             ]
+        else:
+            mid = queue.Queue()
+            self._threads = [thread(self._tickets, mid, self._run_cpu, "dlpipe-cpu-stage")]
+            if self._back:
+                cpu_front, mid = mid, queue.Queue()
+                self._threads.append(thread(cpu_front, mid, self._run_back, "dlpipe-cpu-back"))
             if self._mixed_pool is not None:  # CPU stage -> feeder -> lanes, in order
                 cpu_out, mid = mid, queue.Queue()
-                self._threads.append(
-                    threading.Thread(
-                        target=self._stage_loop,
-                        args=(cpu_out, mid, self._to_lane),
-                        name="dlpipe-lane-feeder",
-                        daemon=True,
-                    )
-                )
-            self._threads.append(
-                threading.Thread(
-                    target=self._stage_loop,
-                    args=(
-                        mid,
-                        self._done,
-                        self._finish if self._mixed_pool is None else self._gpu_finish,
-                    ),
-                    name="dlpipe-gpu-stage",
-                    daemon=True,
-                )
-            )
+                self._threads.append(thread(cpu_out, mid, self._to_lane, "dlpipe-lane-feeder"))
+            finish = self._finish if self._mixed_pool is None else self._gpu_finish
+            self._threads.append(thread(mid, self._done, finish, "dlpipe-gpu-stage"))
         for t in self._threads:
             t.start()
 
     def _cpu_then_finish(self, _ticket) -> tuple[tuple, list | None, list[dict]]:
         return self._finish(self._run_cpu())
+
+    def _back_then_finish(self, item) -> tuple[tuple, list | None, list[dict]]:
+        return self._finish(self._run_back(item))
 
     def _to_lane(self, ws: Workspace) -> Future:
         """The lane feeder: hand an iteration's mixed operators to a lane once fewer than
@@ -639,71 +641,112 @@ class Executor:
                 segments.append((False, [node]))
         return segments
 
-    def _run_cpu(self, _ticket=None) -> Workspace:
-        """The CPU stage of one iteration (a stage thread passes the ticket it took)."""
+    def _run_cpu(self, _ticket=None) -> Workspace | _Submitted:
+        """The CPU stage of one iteration (a stage thread passes the ticket it took). With a
+        back (``_back``), it stops once the first part for the sample processes is sent and
+        the back thread goes on from there (``_run_back``)."""
         start = perf_counter()
-        ws = self._run_cpu_stage()
+        ws = self._draw_next()
+        out = self._run_segments(ws, hand_off=self._back)
         self.profiler.add_stage("cpu", start, perf_counter())
+        return out
+
+    def _run_back(self, item: Workspace | _Submitted) -> Workspace:
+        """The rest of the CPU stage of an iteration whose front (``_run_cpu``) stopped at a
+        part for the sample processes: its replies, and what follows them. The front runs
+        the next iteration meanwhile, so the processes have its samples as soon as they are
+        done with these (BENCHMARKS.md, "The CPU stage in two threads")."""
+        if isinstance(item, Workspace):
+            return item
+        start = perf_counter()
+        ws = self._run_segments(item.ws, at=item)
+        self.profiler.add_stage("cpu back", start, perf_counter())
         return ws
 
-    def _run_cpu_stage(self) -> Workspace:
+    def _draw_next(self) -> Workspace:
         if self._ahead is not None:  # drawn (and its reads started) last iteration
             ws, self._ahead = self._ahead, None
         else:
             ws = self._draw()
         if self._prefetchers:
             self._ahead = self._draw()
-        n = ws.batch_size
         for node in self.cpu_ops:
             for out in node.outputs:
-                ws.values[out] = [None] * n
-        for batch_level, nodes in self._segments:
+                ws.values[out] = [None] * ws.batch_size
+        return ws
+
+    def _run_cpu_stage(self) -> Workspace:
+        """The whole CPU stage of one iteration, on the calling thread."""
+        return self._run_segments(self._draw_next())
+
+    def _run_segments(
+        self, ws: Workspace, at: _Submitted | None = None, hand_off: bool = False
+    ) -> Workspace | _Submitted:
+        """Run the segments of ``ws`` from the start, or from where ``at`` was sent (its
+        replies first). ``hand_off``: return at the first part sent to the sample processes
+        (a :class:`_Submitted`) instead of waiting for it."""
+        first, first_phase = (at.segment, at.phase) if at is not None else (0, 0)
+        for s in range(first, len(self._segments)):
+            batch_level, nodes = self._segments[s]
             if batch_level:
-                node = nodes[0]
-                inputs = [ws.values[x] for x in node.inputs]
-                args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
-                params = ws.params[node]
-                idx = None  # conditionals: the operator sees only its branch's samples
-                if node.scope is not None:
-                    idx = node.scope.indices(ws.values, n)
-                    if len(idx) < n:
-                        inputs = [compact(v, idx) for v in inputs]
-                        args = {k: compact(v, idx) for k, v in args.items()}
-                        params = compact(params, idx)
-                    else:
-                        idx = None
-                start = perf_counter()
-                try:
-                    outs = node.op.run_batch_cpu(inputs, args, params)
-                except BaseException as e:  # the sample named by the operator, else the first
-                    i = int(getattr(e, "sample_index", 0))
-                    i = idx[i] if idx is not None and i < len(idx) else i
-                    raise _sample_error(e, node, i, ws) from None
-                end = perf_counter()
-                self.profiler.span(node.name, "operator", start, end)
-                self.profiler.add_ops(
-                    {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
-                )
-                for out, vals in zip(node.outputs, outs, strict=True):
-                    if idx is not None:  # back to the batch's positions
-                        full = [None] * n
-                        for j, v in zip(idx, vals, strict=True):
-                            full[j] = v
-                        vals = full
-                    if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
-                        ws.dense[out] = _DenseBatch.of(vals)
-                        # (0-d rows stay arrays)
-                        vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
-                    ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
+                self._run_batch_level(nodes[0], ws)
             elif id(nodes) in self._remote:
-                for part in self._remote[id(nodes)]:
-                    if isinstance(part, RemoteRun):
-                        self._run_remote(part, ws)
+                parts = self._remote[id(nodes)]
+                for p in range(first_phase if s == first else 0, len(parts)):
+                    part = parts[p]
+                    if at is not None:  # the part the front sent: its replies
+                        self._collect_remote(part, ws, at.pending)
+                        at = None
+                    elif isinstance(part, RemoteRun):
+                        pending = self._submit_remote(part, ws)
+                        if pending is None:  # no process could start: threads did it
+                            continue
+                        if hand_off:
+                            return _Submitted(ws, s, p, pending)
+                        self._collect_remote(part, ws, pending)
                     else:
                         self._run_samples(part, ws)
             else:
                 self._run_samples(nodes, ws)
         return ws
+
+    def _run_batch_level(self, node: OpNode, ws: Workspace) -> None:
+        n = ws.batch_size
+        inputs = [ws.values[x] for x in node.inputs]
+        args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+        params = ws.params[node]
+        idx = None  # conditionals: the operator sees only its branch's samples
+        if node.scope is not None:
+            idx = node.scope.indices(ws.values, n)
+            if len(idx) < n:
+                inputs = [compact(v, idx) for v in inputs]
+                args = {k: compact(v, idx) for k, v in args.items()}
+                params = compact(params, idx)
+            else:
+                idx = None
+        start = perf_counter()
+        try:
+            outs = node.op.run_batch_cpu(inputs, args, params)
+        except BaseException as e:  # the sample named by the operator, else the first
+            i = int(getattr(e, "sample_index", 0))
+            i = idx[i] if idx is not None and i < len(idx) else i
+            raise _sample_error(e, node, i, ws) from None
+        end = perf_counter()
+        self.profiler.span(node.name, "operator", start, end)
+        self.profiler.add_ops(
+            {node.name: end - start}, {node.name: n}, {node.name: (node.op.schema, "cpu")}
+        )
+        for out, vals in zip(node.outputs, outs, strict=True):
+            if idx is not None:  # back to the batch's positions
+                full = [None] * n
+                for j, v in zip(idx, vals, strict=True):
+                    full[j] = v
+                vals = full
+            if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
+                ws.dense[out] = _DenseBatch.of(vals)
+                # (0-d rows stay arrays)
+                vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
+            ws.values[out] = vals if isinstance(vals, Rows) else list(vals)
 
     def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
         """``used(dn, inside)``: whether anything but the operators ``inside`` (their ids)
@@ -721,11 +764,11 @@ class Executor:
 
         return used
 
-    def _run_remote(self, run: RemoteRun, ws: Workspace) -> None:
-        """The process-safe part of a run, in the sample processes (``_sample_processes``):
-        each sample's values from outside the part and its parameters go there, the values
-        the rest of the graph takes come back. Where no process can be started, the part
-        runs in threads from then on, with one warning."""
+    def _submit_remote(self, run: RemoteRun, ws: Workspace) -> Pending | None:
+        """Send the process-safe part of a run to the sample processes
+        (``_sample_processes``): each sample's values from outside the part and its
+        parameters. Where no process can be started, the part runs in threads, now and from
+        then on, with one warning, and None is returned."""
         n = ws.batch_size
         items = []
         for i in range(n):
@@ -733,7 +776,7 @@ class Executor:
             params = [None if ws.params[x] is None else ws.params[x][i] for x in run.nodes]
             items.append((i, values, params))
         try:
-            done = self._sample_processes.run(run, items)
+            return self._sample_processes.submit(run, items)
         except HelperStartError as e:
             warnings.warn(
                 f"per-sample operators run in threads: no sample process could start ({e})",
@@ -742,8 +785,15 @@ class Executor:
             )
             self._remote.clear()
             self._sample_processes = None
+            self._back = False
             self._run_samples(run.nodes, ws)
-            return
+            return None
+
+    def _collect_remote(self, run: RemoteRun, ws: Workspace, pending: Pending) -> None:
+        """The replies of a part :meth:`_submit_remote` sent: the values the rest of the graph
+        takes, each sample's skip or the first failure, the operators' times."""
+        n = ws.batch_size
+        done = pending.result()
         skipped: dict[int, tuple[OpNode, str]] = {}
         failed = None
         times = dict.fromkeys((x.name for x in run.nodes), 0.0)
