@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 from audio_data import speech_like, to_pcm, write_wav
+from sample_ops import Half as _Half
 
 from dlpipe import Pipeline, fn, types
 from dlpipe._ipc import process as ipc_process
@@ -277,20 +278,6 @@ def test_batches_larger_than_the_shared_memory(speech, monkeypatch):
             np.testing.assert_array_equal(x, y)
 
 
-class _Half:
-    """run_sample halves its input; skips sample values of -1, fails on -2."""
-
-    def run_sample(self, inputs, args, param):
-        from dlpipe.errors import SampleSkipped
-
-        (x,) = inputs
-        if x == -1:
-            raise SampleSkipped("a bad one")
-        if x == -2:
-            raise ValueError("worse")
-        return x / 2 + (param or 0)
-
-
 class _Unpicklable(Exception):
     def __init__(self, a, b):  # pickling calls __init__ with one argument: fails
         super().__init__(f"{a}{b}")
@@ -384,3 +371,42 @@ def test_image_chain_joins_a_part_with_box_encoder(tmp_path):
     schemas = {n.op.schema for p in parts for n in p.nodes}
     assert {"decoders.image", "slice", "resize", "flip", "box_encoder"} <= schemas
     assert_same_batches(batches(build(False), 3), batches(pipe, 3))
+
+
+def test_requests_in_flight_keep_their_replies_apart():
+    """A process holds up to IN_FLIGHT requests, each reply in its own part of the memfd: a
+    third request sent before any reply was read waits for (and copies out) the first, and
+    replies taken in any order are each their own request's."""
+    import pickle
+
+    import dlpipe._sample_processes as sp
+    from dlpipe._sample_server import Step
+
+    run = RemoteRun(999, [], pickle.dumps([Step(_Half(), (0,), (), (1,))]), [], [], (1,))
+    procs = sp.SampleProcesses(1)
+    try:
+        pending = []
+        for k in range(3):
+            items = [(i, {0: np.full(50_000, 8.0 * k + i)}, [None]) for i in range(2)]
+            pending.append(procs.submit(run, items))
+            (line,) = procs._lines
+            assert len(line.tickets) <= sp.IN_FLIGHT
+        assert line.sent == 3
+        for k in (2, 0, 1):
+            (done,) = pending[k].result()
+            assert done.failed is None and [i for i, _ in done.results] == [0, 1]
+            for i, (value,) in done.results:
+                np.testing.assert_array_equal(value, np.full(50_000, (8.0 * k + i) / 2))
+    finally:
+        procs.stop()
+
+
+def test_cpu_stage_runs_in_two_threads_with_processes(speech):
+    """With sample processes and a prefetching pipeline, the CPU stage has a front (sends an
+    iteration's samples, goes on to the next) and a back (collects them); the batches over two
+    epochs are the threads' (test_same_batches_as_threads compares the rest)."""
+    pipe = jasper_like(speech, True)
+    assert pipe._executor._back
+    names = {t.name for t in pipe._executor._threads}
+    assert {"dlpipe-cpu-stage", "dlpipe-cpu-back"} <= names
+    assert_same_batches(batches(jasper_like(speech, False), 6), batches(pipe, 6))

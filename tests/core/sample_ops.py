@@ -1,0 +1,16 @@
+"""Operators for the sample-process tests, in a module of their own: a sample process unpickles
+them by importing it (the test module itself imports what a sample process has no use for)."""
+
+
+class Half:
+    """run_sample halves its input; skips sample values of -1, fails on -2."""
+
+    def run_sample(self, inputs, args, param):
+        from dlpipe.errors import SampleSkipped
+
+        (x,) = inputs
+        if isinstance(x, float) and x == -1:
+            raise SampleSkipped("a bad one")
+        if isinstance(x, float) and x == -2:
+            raise ValueError("worse")
+        return x / 2 + (param or 0)
