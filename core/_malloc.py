@@ -55,3 +55,9 @@ def tune_malloc(enabled: bool = True, environ: dict | None = None) -> bool:
         mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
     )
     return _state
+
+
+def in_force() -> bool:
+    """Whether :func:`tune_malloc` applied the thresholds in this process (a pipeline's helper
+    processes then apply them too)."""
+    return bool(_state)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
+from ._malloc import in_force as malloc_in_force
 from ._sample_server import Chain, Samples, SamplesDone, Step, unpack
 from .graph import DataNode, OpNode
 
@@ -253,7 +254,11 @@ class SampleProcesses:
                             HelperProcess(
                                 "sample process",
                                 "dlpipe._sample_server",
-                                {"fd": fd, "size": REPLY_BYTES},
+                                {
+                                    "fd": fd,
+                                    "size": REPLY_BYTES,
+                                    "malloc_tuning": malloc_in_force(),
+                                },
                                 path=True,
                                 pass_fds=(fd,),
                             )

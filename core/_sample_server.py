@@ -128,9 +128,12 @@ def unpack(reply: object, memory) -> object:
 class Server:
     """The chains this process knows, by key, and the memfd its replies' buffers go to."""
 
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, malloc_tuning: bool = False) -> None:
         import mmap
 
+        from ._malloc import tune_malloc
+
+        tune_malloc(malloc_tuning)  # as in the pipeline's process: the chains allocate as much
         self.chains: dict[int, list[Step]] = {}
         self.memory = mmap.mmap(fd, size)
 
@@ -183,7 +186,8 @@ def _portable(exc: Exception) -> Exception | None:
     return back if type(back) is type(exc) and str(back) == str(exc) else None
 
 
-def handler(fd: int, size: int):
+def handler(fd: int, size: int, malloc_tuning: bool = False):
     """The ``handle`` function of a sample server whose replies' buffers go to the memfd
-    ``fd`` of ``size`` bytes (see ``_ipc.server``)."""
-    return Server(fd, size).handle
+    ``fd`` of ``size`` bytes (see ``_ipc.server``); ``malloc_tuning``: keep large blocks in
+    malloc's heap, as the pipeline's process does (``_malloc.py``)."""
+    return Server(fd, size, malloc_tuning).handle
