@@ -10,6 +10,11 @@ device instead, so the pipeline's batch never aliases memory the source may reus
 
 Several lanes may run it at once (``concurrent_batches``): each call packs into its own pinned
 buffer, and the list of buffers awaiting their copy is guarded by a lock.
+
+Pinned buffers come from CuPy's pinned pool in size classes (:func:`pinned_size`): the pool
+hands a freed block only to a request of the same size, and a ragged batch (speech) has another
+total every batch, so each batch took a new ``cudaHostAlloc`` and the pool kept every freed
+block, never used again: the process's pinned memory grew by a batch's bytes every iteration.
 """
 
 from __future__ import annotations
@@ -22,6 +27,24 @@ import numpy as np
 from ..graph import Operator, register
 
 _ALIGN = 256
+_CLASS_STEPS = 8  # size classes per power of two: a buffer is at most 1/8 larger than asked
+
+
+def pinned_size(nbytes: int) -> int:
+    """The size class ``nbytes`` is rounded up to: a multiple of 512 bytes (the pool's unit)
+    and of 1/8 of the power of two below it, so a pool holds few distinct sizes."""
+    step = max(512, (1 << max(0, nbytes.bit_length() - 1)) // _CLASS_STEPS)
+    return max(step, -(-nbytes // step) * step)
+
+
+def _pinned(shape: tuple, dtype) -> np.ndarray:
+    """An empty C-contiguous pinned host array: a view of a block of the size class."""
+    import cupyx
+
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    block = cupyx.empty_pinned((pinned_size(max(nbytes, 1)),), np.uint8)
+    return block[:nbytes].view(dtype).reshape(shape)
 
 
 @register
@@ -54,7 +77,6 @@ class CopyToGpu(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         import cupy
-        import cupyx
 
         from ..tensors_gpu import SampleList
 
@@ -62,7 +84,7 @@ class CopyToGpu(Operator):
             return _copy_on_device(list(inputs[0]), stream)
         batch = getattr(inputs[0], "array", None)  # the workers packed it (graph.Rows)
         if batch is not None:
-            pinned = cupyx.empty_pinned(batch.shape, batch.dtype)
+            pinned = _pinned(batch.shape, batch.dtype)
             np.copyto(pinned, batch)
             return SampleList.from_dense(self._upload(pinned, stream))
         samples = [np.asarray(x) for x in inputs[0]]
@@ -74,14 +96,14 @@ class CopyToGpu(Operator):
             raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
         dtype = samples[0].dtype
         if len({a.shape for a in samples}) == 1:
-            pinned = cupyx.empty_pinned((n, *samples[0].shape), dtype)
+            pinned = _pinned((n, *samples[0].shape), dtype)
             np.stack(samples, out=pinned)
             return SampleList.from_dense(self._upload(pinned, stream))
         sizes = np.array([a.nbytes for a in samples], np.int64)
         offsets = np.zeros(n, np.int64)
         offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
         total = int(offsets[-1] + sizes[-1])
-        pinned = cupyx.empty_pinned((max(total, 1),), np.uint8)
+        pinned = _pinned((max(total, 1),), np.uint8)
         for a, off, sz in zip(samples, offsets, sizes, strict=True):
             pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         flat = self._upload(pinned, stream)

@@ -195,3 +195,26 @@ def test_gpu_external_source_copies_device_arrays_in_one_batch(ragged):
     for i, want in enumerate(host):
         np.testing.assert_array_equal(out.as_cpu().at(i), want)
     pipe.close()
+
+
+def test_ragged_copies_reuse_pinned_blocks():
+    """A ragged batch's total differs every batch (speech): its pinned staging comes in size
+    classes, so CuPy's pool reuses freed blocks instead of pinning new memory each batch and
+    keeping every old block."""
+    import cupy
+
+    from dlpipe.operators._copy import CopyToGpu
+
+    op = CopyToGpu(device="mixed")
+    pool = cupy.get_default_pinned_memory_pool()
+    pool.free_all_blocks()
+    rng = np.random.default_rng(0)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for _ in range(40):
+        samples = [rng.random(int(n), np.float32) for n in rng.integers(200_000, 260_000, 16)]
+        out = op.run_batch([samples], {}, None, stream)
+        stream.synchronize()
+        for a, b in zip(samples, out, strict=True):
+            np.testing.assert_array_equal(a, cupy.asnumpy(b))
+    op._pending.clear()
+    assert pool.n_free_blocks() <= 4
