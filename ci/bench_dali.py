@@ -326,6 +326,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     for epoch in range(args.epochs):
         if epoch == 1:
             cpu_start = _tree_cpu_seconds()
+            threads_start = _thread_cpu_seconds()
             if profile:
                 import yappi
 
@@ -346,6 +347,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         float(acc)
         rates.append(images / (time.perf_counter() - start))
     cpu = _tree_cpu_seconds() - cpu_start
+    threads_cpu = _thread_cpu_seconds()
     timed = rates[1:]
     if profile:
         _write_profile(profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
@@ -368,6 +370,9 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
             # allocations (the decode slots)
             "cupy_pool_mib": _cupy_pool_mib() if on_gpu else None,
             "torch_reserved_mib": torch.cuda.memory_reserved() >> 20 if on_gpu else None,
+            # CPU ms per batch of each thread of this process over the timed epochs, by name
+            # (threads of one name summed): who takes the GIL, without a profiler's overhead
+            "threads_cpu_ms": _per_batch(threads_start, threads_cpu, images * len(timed) / batch),
         }
         if args.trace:
             pipe.trace(os.path.join(args.trace, f"trace-{args.cell}.json"))
@@ -390,6 +395,28 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     del it
     if hasattr(pipe, "close"):
         pipe.close()
+
+
+def _thread_cpu_seconds() -> dict[int, tuple[str, float]]:
+    """{native thread id: (name, CPU seconds)} of this process's Python threads, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for t in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            continue
+        out[t.native_id] = (t.name, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def _per_batch(start: dict, end: dict, batches: float) -> dict[str, float]:
+    per: dict[str, float] = {}
+    for tid, (name, sec) in end.items():
+        name = name.rsplit("_", 1)[0] if name[-1:].isdigit() else name
+        per[name] = per.get(name, 0.0) + sec - start.get(tid, (name, 0.0))[1]
+    return {k: round(1e3 * v / batches, 2) for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
 
 
 def _cupy_pool_mib() -> list[int]:
