@@ -32,7 +32,7 @@ import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
 from ._malloc import in_force as malloc_in_force
-from ._sample_server import Chain, Samples, SamplesDone, Step, unpack
+from ._sample_server import Chain, Samples, SamplesDone, Step, pack, unpack
 from .graph import DataNode, OpNode
 
 _KEYS = itertools.count(1)
@@ -130,8 +130,17 @@ def phases(nodes: list[OpNode], used_outside) -> list[list[OpNode] | RemoteRun] 
     return [p for p in (before, run, *rest) if not isinstance(p, list) or p]
 
 
-REPLY_BYTES = 64 << 20  # each process's memfd for its replies' arrays; larger ones use the pipe
+SHARED_BYTES = 128 << 20  # each process's memfd for requests' and replies' arrays
 IN_FLIGHT = 2  # requests a process may hold at once, each with its part of the memfd
+
+
+def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(offset, size) of the request's and the reply's part of request slot ``slot`` in a
+    memfd of ``size`` bytes: a quarter of the slot for the samples sent, the rest for the
+    values coming back. Arrays that do not fit travel on the pipe."""
+    part = size // IN_FLIGHT
+    ask = part // 4
+    return (slot * part, ask), (slot * part + ask, part - ask)
 
 
 class _Ticket:
@@ -166,13 +175,16 @@ class _Line:
         with self.sending:
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
-            size = len(self.memory) // IN_FLIGHT
-            region = ((self.sent % IN_FLIGHT) * size, size)
+            ask, answer = regions(len(self.memory), self.sent % IN_FLIGHT)
+            # the samples' arrays go into the slot's request part (free: its last request
+            # was answered), the rest of them on the pipe: a pipe takes 1 MiB, and a larger
+            # request would keep this thread waiting until the process had read it all
+            packed = pack(items, self.memory, ask)
             ticket = _Ticket()
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
-                self.helper.submit(Samples(run.key, items, run.want, region))
+                self.helper.submit(Samples(run.key, packed, run.want, answer))
             except BaseException as e:
                 ticket.error = e  # the helper failed: it will not answer
                 ticket.done = True
@@ -224,8 +236,8 @@ class Pending:
 
 class SampleProcesses:
     """``count`` sample processes, started on first use, each with a memfd of
-    ``REPLY_BYTES`` for its replies' arrays (only the pages a reply touches take memory),
-    in ``IN_FLIGHT`` parts, one per request it may hold.
+    ``SHARED_BYTES`` for its requests' and replies' arrays (only the pages they touch take
+    memory), in ``IN_FLIGHT`` slots, one per request it may hold (:func:`regions`).
 
     Raises (from :meth:`submit`):
         HelperStartError: they cannot be started here; the caller runs the chain in threads.
@@ -248,15 +260,15 @@ class SampleProcesses:
                 for _ in range(self.count):
                     fd = os.memfd_create("dlpipe-samples", os.MFD_CLOEXEC)
                     try:
-                        os.ftruncate(fd, REPLY_BYTES)
-                        memory.append(mmap.mmap(fd, REPLY_BYTES))
+                        os.ftruncate(fd, SHARED_BYTES)
+                        memory.append(mmap.mmap(fd, SHARED_BYTES))
                         helpers.append(
                             HelperProcess(
                                 "sample process",
                                 "dlpipe._sample_server",
                                 {
                                     "fd": fd,
-                                    "size": REPLY_BYTES,
+                                    "size": SHARED_BYTES,
                                     "malloc_tuning": malloc_in_force(),
                                 },
                                 path=True,

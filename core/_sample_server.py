@@ -18,12 +18,14 @@ Messages:
   back the values the rest of the graph takes. The first failing sample ends the request; a
   sample an operator skips (``on_error="skip"``) is reported and the others go on.
 
-The reply's arrays do not travel on the pipe: pickled out of band (protocol 5), their bytes go
-into the process's memfd (shared with the pipeline, which copies them out before its next
-request), and the pipe carries the rest of the pickle and where each buffer lies
-(:class:`Packed`). A pipe moves 64 KiB a read, and every read is a GIL hand-over in the
-pipeline's process: 16 MB of audio a batch were some 250 of them (BENCHMARKS.md, "Speech:
-per-sample chains in processes").
+Arrays do not travel on the pipe, either way: pickled out of band (protocol 5), their bytes go
+into the process's memfd (shared with the pipeline; each request in flight has its own part
+for the samples sent and one for the reply, ``_sample_processes.regions``), and the pipe
+carries the rest of the pickle and where each buffer lies (:class:`Packed`). A pipe moves 64
+KiB a read, and every read is a GIL hand-over in the pipeline's process: 16 MB of audio a batch
+were some 250 of them; and a request larger than the pipe (1 MiB) kept the sending thread
+waiting until the process had finished its previous request and read it all (BENCHMARKS.md,
+"Speech: per-sample chains in processes", "The samples' arrays through shared memory").
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import pickle
 import time
 import traceback
 from dataclasses import dataclass
+
+import numpy as np
 
 from .errors import SampleSkipped
 
@@ -58,9 +62,9 @@ class Chain:
 @dataclass(frozen=True)
 class Samples:
     """Run chain ``key`` for ``items``: (sample index, {key: value} of the values it takes
-    from outside the chain, one parameter per step). ``want``: the keys to send back;
-    ``region``: (offset, size) of the part of the memfd the reply's arrays may use (each
-    request in flight has its own)."""
+    from outside the chain, one parameter per step), or the same :func:`pack`-ed into the
+    memfd. ``want``: the keys to send back; ``region``: (offset, size) of the part of the
+    memfd the reply's arrays may use (each request in flight has its own)."""
 
     key: int
     items: list
@@ -103,7 +107,7 @@ def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object
         end = pos + raw.nbytes
         if end > start + size:
             return reply
-        memory[pos:end] = raw
+        _copy(np.frombuffer(memory, np.uint8, raw.nbytes, pos), raw)
         spans.append((pos, raw.nbytes))
         pos = (end + 63) & ~63
     return Packed(data, spans)
@@ -115,14 +119,17 @@ def unpack(reply: object, memory) -> object:
     ``bytes``/``bytearray`` hold it for 16 MB a batch of audio."""
     if not isinstance(reply, Packed):
         return reply
-    import numpy as np
-
     buffers = []
     for o, n in reply.spans:
         buf = np.empty(n, np.uint8)
-        buf[...] = np.frombuffer(memory, np.uint8, n, o)
+        _copy(buf, np.frombuffer(memory, np.uint8, n, o))
         buffers.append(buf)
     return pickle.loads(reply.data, buffers=buffers)
+
+
+def _copy(dst, src) -> None:
+    """``dst[...] = src`` for byte buffers, by numpy: it lets the GIL go while it copies."""
+    dst[...] = np.frombuffer(src, np.uint8) if not isinstance(src, np.ndarray) else src
 
 
 class Server:
@@ -141,7 +148,8 @@ class Server:
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
-        done = self.run(self.chains[msg.key], msg.items, msg.want)
+        items = unpack(msg.items, self.memory)  # copied out: outputs may be views of inputs
+        done = self.run(self.chains[msg.key], items, msg.want)
         return pack(done, self.memory, msg.region if msg.region[1] else None)
 
     @staticmethod

@@ -271,7 +271,7 @@ def test_batches_larger_than_the_shared_memory(speech, monkeypatch):
     import dlpipe._sample_processes as sp
 
     want = batches(jasper_like(speech, False), 2)
-    monkeypatch.setattr(sp, "REPLY_BYTES", 4096)
+    monkeypatch.setattr(sp, "SHARED_BYTES", 4096)
     got = batches(jasper_like(speech, True), 2)
     for b_want, b_got in zip(want, got, strict=True):
         for x, y in zip(b_want[0], b_got[0], strict=True):
@@ -380,18 +380,24 @@ def test_requests_in_flight_keep_their_replies_apart():
     import pickle
 
     import dlpipe._sample_processes as sp
-    from dlpipe._sample_server import Step
+    from dlpipe._sample_server import Packed, Step
 
     run = RemoteRun(999, [], pickle.dumps([Step(_Half(), (0,), (), (1,))]), [], [], (1,))
     procs = sp.SampleProcesses(1)
+    sent = []
     try:
+        procs.submit(run, [(0, {0: np.zeros(4)}, [None])]).result()  # started, chain known
+        (line,) = procs._lines
+        submit = line.helper.submit
+        line.helper.submit = lambda msg: (sent.append(msg), submit(msg))
         pending = []
         for k in range(3):
             items = [(i, {0: np.full(50_000, 8.0 * k + i)}, [None]) for i in range(2)]
             pending.append(procs.submit(run, items))
-            (line,) = procs._lines
             assert len(line.tickets) <= sp.IN_FLIGHT
-        assert line.sent == 3
+        assert line.sent == 4
+        # the samples' arrays went through the memfd: the pipe carried a small message
+        assert all(isinstance(m.items, Packed) and len(pickle.dumps(m)) < 2000 for m in sent)
         for k in (2, 0, 1):
             (done,) = pending[k].result()
             assert done.failed is None and [i for i, _ in done.results] == [0, 1]
