@@ -33,6 +33,11 @@ from ..errors import ArgumentError
 __all__ = ["ResamplingWindow", "lobes_from_quality", "resample", "resampled_length", "window"]
 
 _BLOCK = 256  # DALI's CPU block of outputs sharing one float64 start position
+# Input taps gathered at once (512 KiB of float32: in an L2 cache). Also under OpenBLAS's
+# threading threshold (numpy's bundled OpenBLAS starts threads for a matrix-vector product
+# from ~400k elements on): a threaded product was 10-50x slower per row on a busy 2-core box,
+# and sample processes (one per core) would each start a thread per core.
+_GATHER = 131072
 
 
 def lobes_from_quality(quality: float) -> int:
@@ -164,8 +169,8 @@ def resample(
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs (times channels) gathered at once (default 4096: 512 KiB of input rows
-            with 16 lobes, half of an L2 cache).
+        chunk: outputs (times channels) gathered at once (default: 512 KiB of input rows,
+            4096 outputs with 16 lobes).
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -203,7 +208,7 @@ def resample(
     if nc > 1:  # channel c's rows start c * width floats further
         rows = rows[:, None] + np.arange(nc) * width
     dots = np.empty((2, ph.size * nc), np.float32)
-    step = max(1, (4096 if chunk is None else chunk) // nc)
+    step = max(1, (_GATHER // ntaps if chunk is None else chunk) // nc)
     lo = 0
     for p in np.flatnonzero(counts).tolist():
         hi = lo + int(counts[p])
