@@ -192,6 +192,7 @@ def resample(
     ph = ph.reshape(-1)  # 0..scale: one byte, one pass of the radix sort
     pad = lobes + 1  # zeros before the signal: the first taps start at ``pad - lobes`` >= 0
     start = first.astype(np.intp)
+    del first  # big temporaries go as soon as they are used: malloc reuses them (no new pages)
     start += (base.astype(np.intp) + (pad - lobes))[:, None]
     start = start.reshape(-1)
     # Zeros around the signal stand for DALI's clamping of the taps to the signal; each
@@ -205,9 +206,10 @@ def resample(
     order = np.argsort(ph, kind="stable")
     counts = np.bincount(ph, minlength=win.values.shape[0])
     rows = start.take(order)
+    del start, ph
     if nc > 1:  # channel c's rows start c * width floats further
         rows = rows[:, None] + np.arange(nc) * width
-    dots = np.empty((2, ph.size * nc), np.float32)
+    dots = np.empty((2, order.size * nc), np.float32)
     step = max(1, (_GATHER // ntaps if chunk is None else chunk) // nc)
     lo = 0
     for p in np.flatnonzero(counts).tolist():
@@ -218,10 +220,11 @@ def resample(
             np.matmul(src, win.values[p], out=dots[0, g * nc : e * nc])
             np.matmul(src, win.slopes[p], out=dots[1, g * nc : e * nc])
         lo = hi
+    del rows
     v = dots[1].reshape(-1, nc)
     v *= t.reshape(-1).take(order)[:, None]
     v += dots[0].reshape(-1, nc)
-    res = np.empty((ph.size, nc), np.float32)
+    res = t.reshape(-1, 1) if nc == 1 else np.empty((order.size, nc), np.float32)
     res[order] = v
     return res[:out_length].reshape(out_length, *x.shape[1:])
 
