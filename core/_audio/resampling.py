@@ -36,7 +36,8 @@ _BLOCK = 256  # DALI's CPU block of outputs sharing one float64 start position
 # Input taps gathered at once (512 KiB of float32: in an L2 cache). Also under OpenBLAS's
 # threading threshold (numpy's bundled OpenBLAS starts threads for a matrix-vector product
 # from ~400k elements on): a threaded product was 10-50x slower per row on a busy 2-core box,
-# and sample processes (one per core) would each start a thread per core.
+# and sample processes (one per core) would each start a thread per core (BENCHMARKS.md,
+# "Jasper's CPU chain beside DALI's, on the CPU").
 _GATHER = 131072
 
 
@@ -156,7 +157,8 @@ def resample(
     (up to 512 KiB, so BLAS reads them from the cache) and two BLAS matrix-vector products
     with the phase's values and slopes (5% faster in all than one product with a (taps, 2)
     table, and closer to float64: 1.3e-7 against 2.1e-7 on speech of amplitude 0.6); ``t``
-    then combines the two for all outputs at once and one scatter puts them in order. An
+    then combines the two for all outputs at once and one scatter puts them in order
+    (BENCHMARKS.md, "Jasper's CPU chain beside DALI's, on the CPU"). An
     utterance costs a few numpy calls per phase and none per tap (GIL-free work: what sixteen
     executor threads sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the
     GIL"). The fraction is rounded once per output instead of once per tap, a difference of
