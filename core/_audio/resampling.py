@@ -223,10 +223,16 @@ def resample(
             np.matmul(src, win.slopes[p], out=dots[1, g * nc : e * nc])
         lo = hi
     del rows
-    v = dots[1].reshape(-1, nc)
-    v *= t.reshape(-1).take(order)[:, None]
-    v += dots[0].reshape(-1, nc)
-    res = t.reshape(-1, 1) if nc == 1 else np.empty((order.size, nc), np.float32)
+    v, ts = dots[1], t.reshape(-1).take(order)
+    if nc == 1:  # 1-D: numpy scatters a 1-D array ~1.8x faster than an (n, 1) one
+        v *= ts
+        v += dots[0]
+        res = t.reshape(-1)  # the offsets' buffer, free now
+    else:
+        v = v.reshape(-1, nc)
+        v *= ts[:, None]
+        v += dots[0].reshape(-1, nc)
+        res = np.empty((order.size, nc), np.float32)
     res[order] = v
     return res[:out_length].reshape(out_length, *x.shape[1:])
 
