@@ -123,8 +123,9 @@ def input_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.nda
 
 
 def _block_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per whole block of 256 outputs (the last one filled up): its float64 floor (float64, as
-    (blocks,)) and the float32 running offsets (blocks, 256)."""
+    """(base, frac) per whole block of 256 outputs (the last one filled up): the floor of the
+    block's float64 start position, (blocks,) float64, and the float32 running offsets from
+    it, (blocks, 256)."""
     scale = float(in_rate) / float(out_rate)
     nblocks = -(-n_out // _BLOCK)
     starts = np.arange(nblocks, dtype=np.float64) * _BLOCK * scale
@@ -158,13 +159,12 @@ def resample(
     with the phase's values and slopes (5% faster in all than one product with a (taps, 2)
     table, and closer to float64: 1.3e-7 against 2.1e-7 on speech of amplitude 0.6); ``t``
     then combines the two for all outputs at once and one scatter puts them in order
-    (BENCHMARKS.md, "Jasper's CPU chain beside DALI's, on the CPU"). An
-    utterance costs a few numpy calls per phase and none per tap (GIL-free work: what sixteen
-    executor threads sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the
-    GIL"). The fraction is rounded once per output instead of once per tap, a difference of
-    float32 rounding in the interpolation weight (results move by ~1e-7). Whole blocks of 256
-    outputs are computed (the last one's extra outputs read zeros past the signal and are
-    dropped).
+    (BENCHMARKS.md, "Jasper's CPU chain beside DALI's, on the CPU"). An utterance costs a few
+    numpy calls per phase and none per tap (GIL-free work: what sixteen executor threads
+    sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the GIL"). The
+    fraction is rounded once per output instead of once per tap, a difference of float32
+    rounding in the interpolation weight (results move by ~1e-7). Whole blocks of 256 outputs
+    are computed (the last one's extra outputs read zeros past the signal and are dropped).
 
     Args:
         x: the signal, float32, time first.
