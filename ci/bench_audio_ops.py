@@ -11,7 +11,9 @@ its inputs computed once beforehand (by dlpipe: both libraries get the same arra
 reported cost is CPU microseconds per utterance (process time, so a library's helper threads
 count), minus that of the same pipeline without the operator (``external_source`` only).
 The reader (``readers.nemo_asr``) is timed whole, reading the manifest of the first ``--n``
-files. Both libraries run in a child process each (one at a time) so they do not share cores.
+files. ``jasper_val_chain`` / ``jasper_train_chain`` are the CPU part of DLE's Jasper pipeline
+with ``--dali_device gpu`` (what the sample processes run): decode (train: resampled to a
+rate of 0.85-1.15 x 16 kHz), ``nonsilent_region`` at -60 dB, ``slice``. Both libraries run in a child process each (one at a time) so they do not share cores.
 
 Prints a table: operator, DALI us/utt, dlpipe us/utt, dlpipe / DALI; with ``--reps N`` the
 children run N times each, alternating, and each pipeline's time is its minimum over them (a
@@ -37,6 +39,8 @@ from bench_dali import child_python  # noqa: E402
 
 SR = 16000
 OPS = [
+    "jasper_val_chain",
+    "jasper_train_chain",
     "decode",
     "decode+resample",
     "nemo_reader",
@@ -162,6 +166,8 @@ def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1):
                 )
                 return audio
             key = {
+                "jasper_val_chain": "enc",
+                "jasper_train_chain": "enc",
                 "decode": "enc",
                 "decode+resample": "enc",
                 "spectrogram": "audio",
@@ -175,13 +181,18 @@ def _pipelines(lib, op: str, inp: dict, n: int, threads: int = 1):
             }.get(op, "audio")
             x = src(key)
             extra = {}
-            if op == "decode+resample":
+            if op in ("decode+resample", "jasper_train_chain"):
                 extra["rate"] = src("rates")
             if op == "slice":
                 extra["begin"], extra["length"] = src("begins"), src("lengths")
             if not with_op:
                 return (x, *extra.values())
-            if op == "decode":
+            if op.startswith("jasper_"):
+                rate = extra.get("rate", SR)  # DLE: the rate, or 16 kHz without perturbation
+                audio, _ = fn.decoders.audio(x, sample_rate=rate, dtype=types.FLOAT, downmix=True)
+                b, ln = fn.nonsilent_region(audio, cutoff_db=-60)
+                out = fn.slice(audio, b, ln, axes=[0])
+            elif op == "decode":
                 out, _ = fn.decoders.audio(x, dtype=types.FLOAT, downmix=True)
             elif op == "decode+resample":
                 out, _ = fn.decoders.audio(

@@ -33,6 +33,12 @@ from ..errors import ArgumentError
 __all__ = ["ResamplingWindow", "lobes_from_quality", "resample", "resampled_length", "window"]
 
 _BLOCK = 256  # DALI's CPU block of outputs sharing one float64 start position
+# Input taps gathered at once (512 KiB of float32: in an L2 cache). Also under OpenBLAS's
+# threading threshold (numpy's bundled OpenBLAS starts threads for a matrix-vector product
+# from ~400k elements on): a threaded product was 10-50x slower per row on a busy 2-core box,
+# and sample processes (one per core) would each start a thread per core (BENCHMARKS.md,
+# "Jasper's CPU chain beside DALI's, on the CPU").
+_GATHER = 131072
 
 
 def lobes_from_quality(quality: float) -> int:
@@ -79,14 +85,15 @@ class ResamplingWindow:
         self.center = np.float32(center + 1)
         self.scale = np.float32(1.0) / scale
         self._diff = np.append(np.diff(self.lookup), np.float32(0))  # lookup[i + 1] - lookup[i]
-        # The per-phase tables (see :meth:`phase_tables`): the window's ``2 * lobes`` taps at
-        # the offsets ``d + k`` share ``floor(d * scale)``'s table points, so only ``scale + 1``
-        # distinct rows of (value, slope) pairs exist.
+        # The per-phase tables (see :func:`resample`): the window's ``2 * lobes`` taps at the
+        # offsets ``d + k`` share ``floor(d * scale)``'s table points, so only ``scale + 1``
+        # distinct rows of values (and of slopes to the next point) exist.
         step = int(self.scale)
         assert step == self.scale, "the table has a whole number of points per unit"
         k = np.arange(-lobes, lobes)
         idx = int(self.center) + step * k[None, :] + np.arange(step + 1)[:, None]
-        self.phases = np.ascontiguousarray(np.stack([self.lookup[idx], self._diff[idx]], -1))
+        self.values = np.ascontiguousarray(self.lookup[idx])  # (phases, taps)
+        self.slopes = np.ascontiguousarray(self._diff[idx])
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The window at float32 offsets ``x`` (|x| <= lobes), linearly interpolated: with
@@ -111,15 +118,22 @@ def window(lobes: int) -> ResamplingWindow:
 def input_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.ndarray, np.ndarray]:
     """(base, frac) per output: the input position is ``base + frac``, ``base`` an int64 and
     ``frac`` a float32 offset that grows within each block of 256 outputs (DALI's CPU scheme)."""
+    base, frac = _block_positions(n_out, in_rate, out_rate)
+    return np.repeat(base.astype(np.int64), _BLOCK)[:n_out], frac.reshape(-1)[:n_out]
+
+
+def _block_positions(n_out: int, in_rate: float, out_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """(base, frac) per whole block of 256 outputs (the last one filled up): the floor of the
+    block's float64 start position, (blocks,) float64, and the float32 running offsets from
+    it, (blocks, 256)."""
     scale = float(in_rate) / float(out_rate)
-    fscale = np.float32(scale)
     nblocks = -(-n_out // _BLOCK)
     starts = np.arange(nblocks, dtype=np.float64) * _BLOCK * scale
     base = np.floor(starts)
-    steps = np.full((nblocks, _BLOCK), fscale, np.float32)
-    steps[:, 0] = (starts - base).astype(np.float32)
-    frac = np.cumsum(steps, axis=1, dtype=np.float32).reshape(-1)[:n_out]
-    base = np.repeat(base.astype(np.int64), _BLOCK)[:n_out]
+    frac = np.empty((nblocks, _BLOCK), np.float32)
+    frac[:, 0] = starts - base
+    frac[:, 1:] = np.float32(scale)
+    np.cumsum(frac, axis=1, out=frac)  # float32 running sums, as DALI's ``in_pos += step``
     return base, frac
 
 
@@ -137,24 +151,28 @@ def resample(
     (``d = ceil(pos) - pos`` in [0, 1), ``k`` in ``[-lobes, lobes)``), and the table has a whole
     number of points (``scale``, 32) per unit of offset, so all taps of one output read the
     table at the same fraction ``t = frac(d * scale)`` from rows ``ph = floor(d * scale)`` of
-    :attr:`ResamplingWindow.phases`: ``out[j] = src_j . value[ph] + t * (src_j . slope[ph])``.
-    The outputs are grouped by phase once (a stable sort of small integers), the groups padded
-    to one length (the padding reads row 0 and writes a dummy output), and the groups are
-    walked a slice of columns at a time: each slice is one gather of the outputs' input rows
-    and one batched BLAS product with the phases' (taps, 2) tables, so an utterance costs a few
-    numpy calls per slice and none per tap (GIL-free work: what sixteen executor threads
-    sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the GIL"). The fraction
-    is rounded once per output instead of once per tap, a difference of float32 rounding in
-    the interpolation weight (results move by ~1e-7).
+    :attr:`ResamplingWindow.values` and ``slopes``:
+    ``out[j] = src_j . values[ph] + t * (src_j . slopes[ph])``.
+    The outputs are sorted by phase once (numpy's stable sort of bytes: one counting pass),
+    then each phase's outputs are walked ``chunk`` at a time: one gather of their input rows
+    (up to 512 KiB, so BLAS reads them from the cache) and two BLAS matrix-vector products
+    with the phase's values and slopes (5% faster in all than one product with a (taps, 2)
+    table, and closer to float64: 1.3e-7 against 2.1e-7 on speech of amplitude 0.6); ``t``
+    then combines the two for all outputs at once and one scatter puts them in order
+    (BENCHMARKS.md, "Jasper's CPU chain beside DALI's, on the CPU"). An utterance costs a few
+    numpy calls per phase and none per tap (GIL-free work: what sixteen executor threads
+    sharing one GIL need; see BENCHMARKS.md, "Speech: the CPU chain and the GIL"). The
+    fraction is rounded once per output instead of once per tap, a difference of float32
+    rounding in the interpolation weight (results move by ~1e-7). Whole blocks of 256 outputs
+    are computed (the last one's extra outputs read zeros past the signal and are dropped).
 
     Args:
         x: the signal, float32, time first.
         in_rate, out_rate: the sampling rates (only their ratio matters; both > 0).
         lobes: the filter's lobes (see :func:`lobes_from_quality`).
         out_length: the output length (default :func:`resampled_length`).
-        chunk: outputs (times channels) computed at once, roughly: bounds the temporary memory
-            (default 16384: 2 MiB of gathered input rows, which stay in the cache; from 4 MiB
-            on numpy asks for huge pages, whose faults cost more than they save).
+        chunk: outputs (times channels) gathered at once (default: 512 KiB of input rows,
+            4096 outputs with 16 lobes).
 
     Returns:
         float32 array of ``out_length`` frames (and ``x``'s channels).
@@ -167,51 +185,56 @@ def resample(
         return np.zeros((out_length, *x.shape[1:]), np.float32)
     win = window(lobes)
     ntaps = 2 * lobes
-    base, frac = input_positions(out_length, in_rate, out_rate)
+    base, frac = _block_positions(out_length, in_rate, out_rate)
+    first = np.ceil(frac)
+    t = np.subtract(first, frac, out=frac)
+    t *= win.scale  # d * scale, float32 as DALI's offsets
+    ph = t.astype(np.uint8)  # t >= 0: truncation is the floor
+    t -= ph  # the fraction
+    ph = ph.reshape(-1)  # 0..scale: one byte, one pass of the radix sort
+    pad = lobes + 1  # zeros before the signal: the first taps start at ``pad - lobes`` >= 0
+    start = first.astype(np.intp)
+    del first  # big temporaries go as soon as they are used: malloc reuses them (no new pages)
+    start += (base.astype(np.intp) + (pad - lobes))[:, None]
+    start = start.reshape(-1)
     # Zeros around the signal stand for DALI's clamping of the taps to the signal; each
     # output's taps are then ``ntaps`` consecutive floats of its channel's padded row.
     flat = x.reshape(n_in, -1)
     nc = flat.shape[1]
-    pad = lobes + 1
-    width = n_in + 2 * pad + 2 * lobes
+    width = max(n_in + pad, int(start[-1]) + 1) + ntaps  # the last start is the largest
     padded = np.zeros((nc, width), np.float32)
     padded[:, pad : pad + n_in] = flat.T
     taps = _tap_rows(padded, ntaps)
-    # Per output, and one more: output ``out_length`` is a dummy that the padding of the
-    # phase groups reads (row 0, fraction 0) and writes (the extra row of ``res``).
-    first = np.ceil(frac)
-    t = np.zeros(out_length + 1, np.float32)
-    np.subtract(first, frac, out=t[:-1])
-    t *= win.scale  # d * scale, float32 as DALI's offsets
-    ph = np.floor(t[:-1])
-    t[:-1] -= ph  # the fraction
-    ph = ph.astype(np.int16)  # small integers: numpy's stable sort is a radix sort
-    start = np.zeros(out_length + 1, np.int64)
-    start[:-1] = first
-    start[:-1] += base
-    start += pad - lobes
-    outside = start > width - ntaps  # only far past the end (out_length); never < 0
-    start[outside] = 0
-    tables = win.phases
-    sel, phases = _phase_groups(ph, tables.shape[0], out_length)  # (groups, group length)
-    ngroups, glen = sel.shape
-    tab = tables[phases]  # (groups, taps, 2)
-    rows = start[sel]
+    order = np.argsort(ph, kind="stable")
+    counts = np.bincount(ph, minlength=win.values.shape[0])
+    rows = start.take(order)
+    del start, ph
     if nc > 1:  # channel c's rows start c * width floats further
-        rows = rows[..., None] + np.arange(nc) * width
-    tsel = t[sel][..., None]
-    res = np.empty((out_length + 1, nc), np.float32)
-    step = max(1, (16384 if chunk is None else chunk) // (ngroups * nc))
-    for g in range(0, glen, step):
-        e = min(g + step, glen)
-        src = taps[rows[:, g:e]].view(np.float32).reshape(ngroups, -1, ntaps)
-        dots = np.matmul(src, tab).reshape(ngroups, e - g, nc, 2)
-        v = dots[..., 1] * tsel[:, g:e]
-        v += dots[..., 0]
-        res[sel[:, g:e]] = v
-    out = res[:out_length]
-    out[outside[:-1]] = 0
-    return out.reshape(out_length, *x.shape[1:])
+        rows = rows[:, None] + np.arange(nc) * width
+    dots = np.empty((2, order.size * nc), np.float32)
+    step = max(1, (_GATHER // ntaps if chunk is None else chunk) // nc)
+    lo = 0
+    for p in np.flatnonzero(counts).tolist():
+        hi = lo + int(counts[p])
+        for g in range(lo, hi, step):
+            e = min(g + step, hi)
+            src = taps[rows[g:e]].view(np.float32).reshape(-1, ntaps)
+            np.matmul(src, win.values[p], out=dots[0, g * nc : e * nc])
+            np.matmul(src, win.slopes[p], out=dots[1, g * nc : e * nc])
+        lo = hi
+    del rows
+    v, ts = dots[1], t.reshape(-1).take(order)
+    if nc == 1:  # 1-D: numpy scatters a 1-D array ~1.8x faster than an (n, 1) one
+        v *= ts
+        v += dots[0]
+        res = t.reshape(-1)  # the offsets' buffer, free now
+    else:
+        v = v.reshape(-1, nc)
+        v *= ts[:, None]
+        v += dots[0].reshape(-1, nc)
+        res = np.empty((order.size, nc), np.float32)
+    res[order] = v
+    return res[:out_length].reshape(out_length, *x.shape[1:])
 
 
 def _tap_rows(padded: np.ndarray, ntaps: int) -> np.ndarray:
@@ -225,23 +248,6 @@ def _tap_rows(padded: np.ndarray, ntaps: int) -> np.ndarray:
         buffer=padded,
         strides=(4,),
     )
-
-
-def _phase_groups(ph: np.ndarray, nphases: int, dummy: int) -> tuple[np.ndarray, np.ndarray]:
-    """The outputs grouped by phase, as a padded (groups, largest group) index into ``ph``
-    (padding: ``dummy``), and the groups' phases."""
-    order = np.argsort(ph, kind="stable")
-    counts = np.bincount(ph, minlength=nphases)
-    phases = np.flatnonzero(counts)
-    counts = counts[phases]
-    offsets = np.cumsum(counts) - counts
-    slot = np.arange(int(counts.max()))
-    idx = offsets[:, None] + slot
-    pads = slot >= counts[:, None]
-    idx[pads] = 0
-    sel = order[idx]
-    sel[pads] = dummy
-    return sel, phases
 
 
 def check_quality(quality, who: str) -> float:

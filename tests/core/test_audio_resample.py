@@ -51,8 +51,8 @@ def test_resampler_is_within_float32_rounding_of_float64(lobes, out_rate):
 
 @pytest.mark.parametrize("out_rate", [32000, 8000, 14100.7, 17777.0])
 def test_resampler_chunks_and_phase_groups(out_rate):
-    """Chunked outputs grouped by phase (padded groups; few phases for whole ratios, up to 33
-    otherwise) give the float64 reference, whatever the chunk, mono and stereo."""
+    """Outputs grouped by phase (few phases for whole ratios, up to 33 otherwise), each group
+    walked in chunks, give the float64 reference, whatever the chunk, mono and stereo."""
     x = speech_like(2999, 16000, 5).astype(np.float32)
     want = ref_resample(x, 16000, out_rate, 16)
     for chunk in (1, 37, 256, 1 << 20):
