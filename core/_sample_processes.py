@@ -132,6 +132,11 @@ def phases(nodes: list[OpNode], used_outside) -> list[list[OpNode] | RemoteRun] 
 
 SHARED_BYTES = 128 << 20  # each process's memfd for requests' and replies' arrays
 IN_FLIGHT = 2  # requests a process may hold at once, each with its part of the memfd
+# One BLAS thread a process (the user's own settings win): there is a process per core, and
+# numpy's OpenBLAS starts threads of its own for a matrix-vector product past ~400k elements
+# (nonsilent_region's block sums on utterances over ~29 s), 10-50x slower per row on a busy
+# machine (BENCHMARKS.md, "Jasper's CPU chain beside DALI's, on the CPU")
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -273,6 +278,7 @@ class SampleProcesses:
                                 },
                                 path=True,
                                 pass_fds=(fd,),
+                                env=ONE_BLAS_THREAD,
                             )
                         )
                     finally:

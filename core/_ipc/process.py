@@ -148,6 +148,8 @@ class HelperProcess:
         path: whether the server needs this process's module search path (numpy, CuPy, ...);
             without it, the standard library only.
         pass_fds: descriptors the server inherits (memfds it maps).
+        env: environment variables the server gets besides this process's (those set here
+            already win: they are the user's).
 
     Raises:
         HelperStartError: no Python interpreter here, or the process could not be made.
@@ -161,6 +163,7 @@ class HelperProcess:
         *,
         path: bool = False,
         pass_fds: tuple[int, ...] = (),
+        env: dict[str, str] | None = None,
     ):
         self.name = name
         self.executable = python()
@@ -179,6 +182,7 @@ class HelperProcess:
                 stdout=from_server,
                 pass_fds=pass_fds,
                 start_new_session=True,  # a terminal's Ctrl-C is not sent to it
+                env={**(env or {}), **os.environ} if env else None,
             )
         except OSError as e:
             os.close(self._w)

@@ -14,3 +14,16 @@ class Half:
         if isinstance(x, float) and x == -2:
             raise ValueError("worse")
         return x / 2 + (param or 0)
+
+
+class EnvValue:
+    """run_sample returns the sample process's value of the environment variable it is given
+    (as bytes in a uint8 array)."""
+
+    def run_sample(self, inputs, args, param):
+        import os
+
+        import numpy as np
+
+        (name,) = inputs
+        return np.frombuffer(os.environ.get(str(name), "").encode(), np.uint8).copy()

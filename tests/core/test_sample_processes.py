@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 from audio_data import speech_like, to_pcm, write_wav
+from sample_ops import EnvValue
 from sample_ops import Half as _Half
 
 from dlpipe import Pipeline, fn, types
@@ -416,3 +417,24 @@ def test_cpu_stage_runs_in_two_threads_with_processes(speech):
     names = {t.name for t in pipe._executor._threads}
     assert {"dlpipe-cpu-stage", "dlpipe-cpu-back"} <= names
     assert_same_batches(batches(jasper_like(speech, False), 6), batches(pipe, 6))
+
+
+def test_one_blas_thread_a_process_unless_the_user_set_it(monkeypatch):
+    """A process per core, each with one BLAS thread (numpy's OpenBLAS would start its own
+    threads for large products); a value the user set is kept."""
+    import pickle
+
+    import dlpipe._sample_processes as sp
+    from dlpipe._sample_server import Step
+
+    run = RemoteRun(998, [], pickle.dumps([Step(EnvValue(), (0,), (), (1,))]), [], [], (1,))
+    names = ["OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    procs = sp.SampleProcesses(1)
+    try:
+        (done,) = procs.run(run, [(i, {0: name}, [None]) for i, name in enumerate(names)])
+        got = {names[i]: bytes(v).decode() for i, (v,) in done.results}
+    finally:
+        procs.stop()
+    assert got == {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "3"}
