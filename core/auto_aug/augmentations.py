@@ -17,6 +17,8 @@ equalization. The geometric ones (shears, translations, rotation) fill with ``fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .. import fn, types
@@ -59,46 +61,80 @@ def _warp(data, mt, fill_value, interp_type):
     )
 
 
+def _warp_by(matrix: Callable) -> Callable:
+    """Mark an augmentation's op as ``_warp(data, matrix(param, **extra), fill_value,
+    interp_type)``: ``select`` then warps the samples of several such augmentations with one
+    ``warp_affine`` (each sample with its own augmentation's matrix) instead of one each
+    (``core._select``)."""
+
+    def mark(op: Callable) -> Callable:
+        op.warp_matrix = matrix
+        op.warp = _warp
+        return op
+
+    return mark
+
+
+def _shear_matrix(shear):
+    return fn.transforms.shear(shear=shear)
+
+
+def _translate_x_matrix(rel_offset, shape):
+    return fn.transforms.translation(offset=rel_offset * shape[1])
+
+
+def _translate_y_matrix(rel_offset, shape):
+    return fn.transforms.translation(offset=rel_offset * shape[0])
+
+
+def _translation_matrix(offset):
+    return fn.transforms.translation(offset=offset)
+
+
 @augmentation(mag_range=(0, 0.3), randomly_negate=True, mag_to_param=warp_x_param)
+@_warp_by(_shear_matrix)
 def shear_x(data, shear, fill_value=128, interp_type=None):
     """Shear along x: the pixel at (x, y) moves to (x + shear * y, y)."""
-    return _warp(data, fn.transforms.shear(shear=shear), fill_value, interp_type)
+    return _warp(data, _shear_matrix(shear), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0, 0.3), randomly_negate=True, mag_to_param=warp_y_param)
+@_warp_by(_shear_matrix)
 def shear_y(data, shear, fill_value=128, interp_type=None):
     """Shear along y: the pixel at (x, y) moves to (x, y + shear * x)."""
-    return _warp(data, fn.transforms.shear(shear=shear), fill_value, interp_type)
+    return _warp(data, _shear_matrix(shear), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0.0, 1.0), randomly_negate=True, mag_to_param=warp_x_param)
+@_warp_by(_translate_x_matrix)
 def translate_x(data, rel_offset, shape, fill_value=128, interp_type=None):
     """Shift along x by a fraction of the width (``shape`` is (H, W, ...) of the images)."""
-    offset = rel_offset * shape[1]
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translate_x_matrix(rel_offset, shape), fill_value, interp_type)
 
 
 @augmentation(
     mag_range=(0, 250), randomly_negate=True, mag_to_param=warp_x_param, name="translate_x"
 )
+@_warp_by(_translation_matrix)
 def translate_x_no_shape(data, offset, fill_value=128, interp_type=None):
     """Shift along x by ``offset`` pixels."""
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translation_matrix(offset), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0.0, 1.0), randomly_negate=True, mag_to_param=warp_y_param)
+@_warp_by(_translate_y_matrix)
 def translate_y(data, rel_offset, shape, fill_value=128, interp_type=None):
     """Shift along y by a fraction of the height."""
-    offset = rel_offset * shape[0]
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translate_y_matrix(rel_offset, shape), fill_value, interp_type)
 
 
 @augmentation(
     mag_range=(0, 250), randomly_negate=True, mag_to_param=warp_y_param, name="translate_y"
 )
+@_warp_by(_translation_matrix)
 def translate_y_no_shape(data, offset, fill_value=128, interp_type=None):
     """Shift along y by ``offset`` pixels."""
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translation_matrix(offset), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0, 30), randomly_negate=True)

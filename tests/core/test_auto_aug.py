@@ -657,3 +657,86 @@ def test_augmentation_reset_to_defaults():
     assert reset.mag_to_param(3.0) == np.array(3.0)
     kept = dummy.augmentation(name="y")
     assert (kept.mag_range, kept.randomly_negate, kept.param_device) == ((0, 10), True, "gpu")
+
+
+# --- the warps select fuses ----------------------------------------------------------------------
+
+
+def _svhn_pipe(imgs, aug_seed=None):
+    x = fn.external_source(source=lambda: imgs, layout="HWC")
+    h, w = imgs[0].shape[:2]
+    return auto_augment.auto_augment(x, "svhn", shape=[h, w], seed=aug_seed)
+
+
+@pytest.mark.parametrize(
+    "kind, fused",
+    [
+        ("auto_augment", 2),  # ImageNet: shear_x + shear_y, then shear_y + translate_y
+        ("svhn", 2),
+        ("rand_augment", 9),  # 2 translations and 2 shears in one, at each of its 3 steps
+        ("trivial_augment", 3),
+    ],
+)
+def test_fused_warps_equal_one_warp_per_augmentation(kind, fused, monkeypatch):
+    """``select`` warps the samples of the shears and translations with one ``warp_affine``:
+    the outputs equal those of one ``warp_affine`` per augmentation (the fusion turned off),
+    batch after batch, with fewer warp operators."""
+    from dlpipe.auto_aug.core import _select
+
+    imgs = images(48, (10, 12, 3))
+
+    def run():
+        make = pipeline_def(enable_conditionals=True)(_svhn_pipe) if kind == "svhn" else None
+        kw = dict(batch_size=48, num_threads=2, device_id=None, seed=5)
+        pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
+        pipe.build()
+        warps = sum(n.op.schema == "warp_affine" for n in pipe._ops)
+        return warps, [[np.asarray(pipe.run()[0].at(i)) for i in range(48)] for _ in range(2)]
+
+    warps, out = run()
+    with monkeypatch.context() as m:
+        m.setattr(_select, "_warp_groups", lambda ops, kwargs: [])
+        ref_warps, ref = run()
+    assert ref_warps - warps == fused, (ref_warps, warps)
+    changed = 0
+    for b in range(2):
+        for i in range(48):
+            np.testing.assert_array_equal(out[b][i], ref[b][i])
+            changed += not np.array_equal(out[b][i], imgs[i])
+    assert changed > 48
+
+
+def test_fused_warps_keep_each_samples_settings_and_data_keyword():
+    """A select over warps and other ops, the samples given by keyword: the two warps are one
+    ``warp_affine``, and each sample gets its own augmentation (numpy references)."""
+    imgs = images(6)
+    idx = [0, 1, 2, 3, 1, 0]
+    shear_x = a.shear_x.augmentation((0, 0.3), True)
+    translate = a.translate_x_no_shape.augmentation((0, 4), True)
+
+    @pipeline_def(enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        i = fn.external_source(source=lambda: [np.int32(v) for v in idx])
+        return select(
+            [shear_x, a.invert, translate, a.identity],
+            i,
+            data=x,
+            magnitude_bin=signed_bin(5, fn.external_source(source=lambda: [np.int32(0)] * 6)),
+            num_magnitude_bins=BINS,
+        )
+
+    p = pipe(batch_size=6, num_threads=2, device_id=None)
+    p.build()
+    assert sum(n.op.schema == "warp_affine" for n in p._ops) == 1
+    (out,) = p.run()
+    s = magnitude(0, 0.3, 5)
+    t = magnitude(0, 4, 5)
+    refs = [
+        lambda img: ref_warp(img, lambda x, y: (x - s * y, y)),
+        lambda img: 255 - img,
+        lambda img: ref_warp(img, lambda x, y: (x - t, y)),
+        lambda img: img,
+    ]
+    for k, (img, i) in enumerate(zip(imgs, idx, strict=True)):
+        np.testing.assert_allclose(out.at(k), refs[i](img), atol=1)

@@ -11,6 +11,7 @@ bin (``2 * bin + sign`` when signs are random), so nothing but an index is compu
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -188,6 +189,37 @@ class Augmentation:
         param_device = self._infer_param_device(data)
         param = self._get_param(magnitude_bin, num_magnitude_bins, param_device)
         op_kwargs = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        self._check_missing(kwargs)
+        return _conditional_call(self.op)(data, param, **op_kwargs)
+
+    # --- warps by a matrix (``augmentations._warp_by``), fused by ``select`` -------------------
+    def warp_settings(self, kwargs: dict) -> tuple | None:
+        """For an op that warps by a matrix: ``(warp, fill_value, interp_type)`` it would
+        warp with, given the call's ``kwargs``; None for any other op."""
+        if getattr(self.op, "warp_matrix", None) is None:
+            return None
+        defaults = inspect.signature(self.op).parameters
+        extra = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        fill = extra.get("fill_value", defaults["fill_value"].default)
+        interp = extra.get("interp_type", defaults["interp_type"].default)
+        return self.op.warp, fill, interp
+
+    def warp_matrix(self, data, *, magnitude_bin=None, num_magnitude_bins=None, **kwargs):
+        """The matrix node the op would warp ``data`` with (what :meth:`__call__` computes
+        before the ``warp_affine``), for an op that :meth:`warp_settings` describes.
+
+        Raises:
+            MissingArgException: as :meth:`__call__`.
+        """
+        param_device = self._infer_param_device(data)
+        param = self._get_param(magnitude_bin, num_magnitude_bins, param_device)
+        self._check_missing(kwargs)
+        extra = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        extra.pop("fill_value", None)
+        extra.pop("interp_type", None)
+        return self.op.warp_matrix(param, **extra)
+
+    def _check_missing(self, kwargs: dict) -> None:
         missing = get_missing_kwargs(self.op, kwargs, 2)
         if missing:
             raise MissingArgException(
@@ -197,7 +229,6 @@ class Augmentation:
                 augmentation=self,
                 missing_args=missing,
             )
-        return _conditional_call(self.op)(data, param, **op_kwargs)
 
     # --- configuration ------------------------------------------------------------------------
     @property
