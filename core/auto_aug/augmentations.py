@@ -75,6 +75,23 @@ def _warp_by(matrix: Callable) -> Callable:
     return mark
 
 
+_VALUES = np.arange(256, dtype=np.uint8)
+
+
+def _lookup_by(table: Callable) -> Callable:
+    """Mark an augmentation's op as mapping each uint8 value on its own: ``table(param)`` is
+    the 256 values it maps ``0..255`` to (``param`` is one row of the precomputed parameters,
+    None for an op without). ``select`` then runs the samples of several such augmentations
+    through one lookup (``_lookup_rows``) instead of their arithmetic (``core._select``); the
+    tables equal the arithmetic's results (tests/core/test_auto_aug.py)."""
+
+    def mark(op: Callable) -> Callable:
+        op.point_table = table
+        return op
+
+    return mark
+
+
 def _shear_matrix(shear):
     return fn.transforms.shear(shear=shear)
 
@@ -216,12 +233,19 @@ def poster_mask_uint8(magnitude):
 
 
 @augmentation(mag_range=(0, 4), mag_to_param=poster_mask_uint8, param_device="auto")
+@_lookup_by(lambda mask: _VALUES & np.uint8(mask))
 def posterize(data, mask):
     """Keep the highest bits of each value."""
     return data & mask
 
 
+def _solarize_table(threshold):
+    # uint8 < float threshold, as the arithmetic promotes it (to the threshold's float type)
+    return np.where(_VALUES < threshold, _VALUES, 255 - _VALUES).astype(np.uint8)
+
+
 @augmentation(mag_range=(256, 0), param_device="auto")
+@_lookup_by(_solarize_table)
 def solarize(data, threshold):
     """Invert the values at or above ``threshold``."""
     sample_inv = types.Constant(255, dtype=types.UINT8) - data
@@ -236,7 +260,12 @@ def solarize_add_shift(shift):
     return np.uint8(shift)
 
 
+def _solarize_add_table(shift):
+    return np.where(_VALUES < 128, _VALUES + np.uint8(shift), _VALUES).astype(np.uint8)
+
+
 @augmentation(mag_range=(0, 110), param_device="auto", mag_to_param=solarize_add_shift)
+@_lookup_by(_solarize_add_table)
 def solarize_add(data, shift):
     """Add ``shift`` to the values below 128."""
     mask_shifted = data < types.Constant(128, dtype=types.UINT8)
@@ -246,6 +275,7 @@ def solarize_add(data, shift):
 
 
 @augmentation
+@_lookup_by(lambda _: 255 - _VALUES)
 def invert(data, _):
     """255 - value."""
     return types.Constant(255, dtype=types.UINT8) - data

@@ -669,18 +669,21 @@ def _svhn_pipe(imgs, aug_seed=None):
 
 
 @pytest.mark.parametrize(
-    "kind, fused",
+    "kind, fused, expected_lookups",
     [
-        ("auto_augment", 2),  # ImageNet: shear_x + shear_y, then shear_y + translate_y
-        ("svhn", 2),
-        ("rand_augment", 9),  # 2 translations and 2 shears in one, at each of its 3 steps
-        ("trivial_augment", 3),
+        ("auto_augment", 2, 2),  # ImageNet: shear_x + shear_y, then shear_y + translate_y
+        ("svhn", 2, 2),
+        ("rand_augment", 9, 3),  # 2 translations and 2 shears in one, at each of its 3 steps
+        ("trivial_augment", 3, 1),
     ],
 )
-def test_fused_warps_equal_one_warp_per_augmentation(kind, fused, monkeypatch):
-    """``select`` warps the samples of the shears and translations with one ``warp_affine``:
-    the outputs equal those of one ``warp_affine`` per augmentation (the fusion turned off),
-    batch after batch, with fewer warp operators."""
+def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
+    kind, fused, expected_lookups, monkeypatch
+):
+    """``select`` warps the samples of the shears and translations with one ``warp_affine``
+    and maps those of posterize, solarize, solarize_add and invert with one lookup per step:
+    the outputs equal those of each augmentation's own operators (the fusion turned off),
+    batch after batch."""
     from dlpipe.auto_aug.core import _select
 
     imgs = images(48, (10, 12, 3))
@@ -691,16 +694,20 @@ def test_fused_warps_equal_one_warp_per_augmentation(kind, fused, monkeypatch):
         pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
         pipe.build()
         warps = sum(n.op.schema == "warp_affine" for n in pipe._ops)
-        return warps, [[np.asarray(pipe.run()[0].at(i)) for i in range(48)] for _ in range(2)]
+        lookups = sum(n.op.schema == "_lookup_rows" for n in pipe._ops)
+        outs = [[pipe.run()[0].at(i) for i in range(48)] for _ in range(2)]
+        return warps, lookups, outs
 
-    warps, out = run()
+    warps, lookups, out = run()
     with monkeypatch.context() as m:
-        m.setattr(_select, "_warp_groups", lambda ops, kwargs: [])
-        ref_warps, ref = run()
+        m.setattr(_select, "_groups", lambda ops, kwargs: [])
+        ref_warps, ref_lookups, ref = run()
     assert ref_warps - warps == fused, (ref_warps, warps)
+    assert lookups == expected_lookups and ref_lookups == 0, (lookups, ref_lookups)
     changed = 0
     for b in range(2):
         for i in range(48):
+            assert out[b][i].dtype == ref[b][i].dtype == np.uint8
             np.testing.assert_array_equal(out[b][i], ref[b][i])
             changed += not np.array_equal(out[b][i], imgs[i])
     assert changed > 48
@@ -740,3 +747,41 @@ def test_fused_warps_keep_each_samples_settings_and_data_keyword():
     ]
     for k, (img, i) in enumerate(zip(imgs, idx, strict=True)):
         np.testing.assert_allclose(out.at(k), refs[i](img), atol=1)
+
+
+def _point_augmentations():
+    """The value-wise augmentations of the suites, as the suites configure them."""
+    augs = list(rand_augment.get_rand_augment_suite(use_shape=True))
+    augs += trivial_augment.get_trivial_augment_wide_suite(use_shape=True)
+    for get in (auto_augment.get_image_net_policy, auto_augment.get_svhn_policy):
+        augs += get(use_shape=True).augmentations.values()
+    augs.append(a.posterize)
+    seen, out = set(), []
+    for aug in augs:
+        key = (aug.op, repr(aug))
+        if getattr(aug.op, "point_table", None) is not None and key not in seen:
+            seen.add(key)
+            out.append(aug)
+    return out
+
+
+@pytest.mark.parametrize("num_bins", [11, 31])
+@pytest.mark.parametrize("aug", _point_augmentations(), ids=lambda g: f"{g.name}{g.mag_range}")
+def test_lookup_tables_equal_the_arithmetic(aug, num_bins):
+    """Every row of a value-wise augmentation's tables (each bin, each sign) maps all 256
+    values as the augmentation's own arithmetic does."""
+    values = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    with Pipeline(batch_size=1, num_threads=1, device_id=None):
+        per_sample_bin = fn.external_source(source=lambda: [np.int32(0)])
+        table = aug.lookup_table(per_sample_bin, num_bins)
+    if aug.mag_range is None:
+        bins, signs = [0], [0]
+    elif aug.randomly_negate:
+        bins, signs = [k // 2 for k in range(2 * num_bins)], [k % 2 for k in range(2 * num_bins)]
+    else:
+        bins, signs = list(range(num_bins)), [0] * num_bins
+    assert table.dtype == np.uint8 and table.shape == (len(bins), 256)
+    outs = run_aug(aug, [values] * len(bins), bins, signs, num_bins=num_bins)
+    for row, out in zip(table, outs, strict=True):
+        assert out.dtype == np.uint8
+        np.testing.assert_array_equal(row[values], out)

@@ -45,25 +45,40 @@ def split_samples_among_ops(lo: int, hi: int, ops: Sequence, selected_op_idx, ar
     )
 
 
-def _warp_groups(ops: Sequence, kwargs: dict) -> list[list[int]]:
-    """The indices of ``ops``, in leaves: each warp by a matrix (``Augmentation.warp_settings``)
-    with the same warp, fill value and interpolation as another joins that one's leaf (in the
-    place of its first member); any other op is a leaf of its own."""
-    leaves: list[list[int]] = []
-    by_settings: dict = {}
+def _fusion_key(op, kwargs: dict):
+    """What ``op`` may share its leaf with: ``("warp", warp, fill, interp)`` for a warp by a
+    matrix (``Augmentation.warp_settings``), ``("lookup",)`` for a value-wise map of uint8
+    values (``Augmentation.lookup_table``), None for any other op."""
+    settings = getattr(op, "warp_settings", None)
+    key = settings(kwargs) if settings is not None else None
+    if key is not None:
+        warp, fill, interp = key
+        return ("warp", warp, _key(fill), _key(interp))
+    lookup = getattr(op, "lookup_table", None)
+    if lookup is not None and lookup(*_bins(kwargs)) is not None:
+        return ("lookup",)
+    return None
+
+
+def _bins(kwargs: dict) -> tuple:
+    return kwargs.get("magnitude_bin"), kwargs.get("num_magnitude_bins")
+
+
+def _groups(ops: Sequence, kwargs: dict) -> list[tuple]:
+    """The indices of ``ops`` in leaves, ``(key, members)``: the ops of one fusion key
+    (:func:`_fusion_key`) share the leaf of the first of them; any other op is a leaf of its
+    own (key None)."""
+    leaves: list[tuple] = []
+    by_key: dict = {}
     for i, op in enumerate(ops):
-        settings = getattr(op, "warp_settings", None)
-        key = settings(kwargs) if settings is not None else None
-        if key is not None:
-            warp, fill, interp = key
-            key = (warp, _key(fill), _key(interp))
-            if key in by_settings:
-                by_settings[key].append(i)
-                continue
-            leaves.append([i])
-            by_settings[key] = leaves[-1]
+        key = _fusion_key(op, kwargs)
+        if key is None:
+            leaves.append((None, [i]))
+        elif key in by_key:
+            by_key[key][1].append(i)
         else:
-            leaves.append([i])
+            by_key[key] = (key, [i])
+            leaves.append(by_key[key])
     return leaves
 
 
@@ -76,26 +91,57 @@ def _key(value):
     return ("id", id(value)) if isinstance(value, DataNode) else value
 
 
-def _fused_warp(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
-    """One warp of the samples of the warp augmentations ``members`` (indices of ``ops``, all
-    with the same warp settings): each sample's matrix is the one its own augmentation makes,
-    picked by the same bisection over ``members`` (on the host), then one ``warp_affine``.
-    Within these samples ``selected_op_idx`` takes the members' values only, so ``idx <=
-    members[mid]`` splits them."""
+def _bisect(members: list[int], selected_op_idx, leaf: Callable):
+    """``leaf(k)`` for the samples of ``members[k]``: the bisection of
+    :func:`split_samples_among_ops` over ``members`` (indices of ops, ascending). Within the
+    samples of these members ``selected_op_idx`` takes their values only, so
+    ``idx <= members[mid]`` splits them."""
 
-    def matrix(lo: int, hi: int):
+    def split(lo: int, hi: int):
         if lo == hi:
-            return ops[members[lo]].warp_matrix(*args, **kwargs)
+            return leaf(lo)
         mid = (lo + hi) // 2
         return cond(
-            selected_op_idx <= members[mid],
-            lambda: matrix(lo, mid),
-            lambda: matrix(mid + 1, hi),
+            selected_op_idx <= members[mid], lambda: split(lo, mid), lambda: split(mid + 1, hi)
         )
 
+    return split(0, len(members) - 1)
+
+
+def _fused_warp(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
+    """One warp of the samples of the warp augmentations ``members`` (all with the same warp
+    settings): each sample's matrix is the one its own augmentation makes, picked on the
+    host, then one ``warp_affine``."""
+    matrix = _bisect(
+        members, selected_op_idx, lambda k: ops[members[k]].warp_matrix(*args, **kwargs)
+    )
     warp, fill, interp = ops[members[0]].warp_settings(kwargs)
-    data = args[0] if args else kwargs["data"]
-    return warp(data, matrix(0, len(members) - 1), fill, interp)
+    return warp(_data(args, kwargs), matrix, fill, interp)
+
+
+def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
+    """One lookup of the samples of the value-wise augmentations ``members``: their tables
+    one after the other, each sample's row (its own augmentation's table at its parameter)
+    picked on the host, then one ``_lookup_rows``."""
+    from ...graph import _call_operator
+
+    tables = [ops[i].lookup_table(*_bins(kwargs)) for i in members]
+    offsets = np.cumsum([0] + [len(t) for t in tables[:-1]]).tolist()
+
+    def row(k: int):
+        r = ops[members[k]].lookup_row(*_bins(kwargs))
+        if isinstance(r, int):
+            r = r + offsets[k]
+            return r if len(members) == 1 else types.Constant(np.int32(r), device="cpu")
+        return r + offsets[k] if offsets[k] else r
+
+    rows = _bisect(members, selected_op_idx, row)
+    table = np.concatenate(tables)
+    return _call_operator("_lookup_rows", (_data(args, kwargs),), {"table": table, "row": rows})[0]
+
+
+def _data(args: tuple, kwargs: dict):
+    return args[0] if args else kwargs["data"]
 
 
 def _split_leaves(lo: int, hi: int, leaves: list, leaf_of, run_leaf: Callable):
@@ -135,17 +181,20 @@ def select(ops: Sequence[Callable], selected_op_idx, *op_args, **op_kwargs):
         ...                 magnitude_bin=signed_bin(5), num_magnitude_bins=11)
     """
     fusable = isinstance(selected_op_idx, DataNode) and (op_args or "data" in op_kwargs)
-    leaves = _warp_groups(ops, op_kwargs) if fusable else []
-    if len(leaves) in (0, len(ops)):  # nothing to fuse: one branch per op
+    leaves = _groups(ops, op_kwargs) if fusable else []
+    if all(key is None or (key[0] == "warp" and len(m) == 1) for key, m in leaves):
+        # nothing to fuse: one branch per op
         return split_samples_among_ops(0, len(ops) - 1, ops, selected_op_idx, op_args, op_kwargs)
     table = np.zeros(len(ops), np.int32)
-    for leaf, members in enumerate(leaves):
+    for leaf, (_, members) in enumerate(leaves):
         table[members] = leaf
     leaf_of = types.Constant(table)[selected_op_idx]
 
-    def run_leaf(members: list[int]):
-        if len(members) == 1:
+    def run_leaf(leaf: tuple):
+        key, members = leaf
+        if key is None or (key[0] == "warp" and len(members) == 1):
             return ops[members[0]](*op_args, **op_kwargs)
-        return _fused_warp(ops, members, selected_op_idx, op_args, op_kwargs)
+        fuse = _fused_warp if key[0] == "warp" else _fused_lookup
+        return fuse(ops, members, selected_op_idx, op_args, op_kwargs)
 
     return _split_leaves(0, len(leaves) - 1, leaves, leaf_of, run_leaf)
