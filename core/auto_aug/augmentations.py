@@ -154,7 +154,15 @@ def translate_y_no_shape(data, offset, fill_value=128, interp_type=None):
     return _warp(data, _translation_matrix(offset), fill_value, interp_type)
 
 
+def _rotate_by(op: Callable) -> Callable:
+    """Mark the rotation: ``select`` warps its samples with those of the warps by a matrix
+    (``_warp_by``) in one operator when it keeps the size (``core._select``)."""
+    op.warp_rotate = True
+    return op
+
+
 @augmentation(mag_range=(0, 30), randomly_negate=True)
+@_rotate_by
 def rotate(data, angle, fill_value=128, interp_type=None, rotate_keep_size=True):
     """Rotate by ``angle`` degrees (counter-clockwise), keeping the size by default."""
     return fn.rotate(

@@ -669,21 +669,21 @@ def _svhn_pipe(imgs, aug_seed=None):
 
 
 @pytest.mark.parametrize(
-    "kind, fused, expected_lookups",
+    "kind, warps_each, expected_lookups",
     [
-        ("auto_augment", 2, 2),  # ImageNet: shear_x + shear_y, then shear_y + translate_y
-        ("svhn", 2, 2),
-        ("rand_augment", 9, 3),  # 2 translations and 2 shears in one, at each of its 3 steps
-        ("trivial_augment", 3, 1),
+        ("auto_augment", (6, 2), 2),  # ImageNet: shear_x, shear_y, rotate; the same + translate_y
+        ("svhn", (5, 2), 2),
+        ("rand_augment", (15, 3), 3),  # 2 translations, 2 shears, rotate at each of 3 steps
+        ("trivial_augment", (5, 1), 1),
     ],
 )
 def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
-    kind, fused, expected_lookups, monkeypatch
+    kind, warps_each, expected_lookups, monkeypatch
 ):
-    """``select`` warps the samples of the shears and translations with one ``warp_affine``
-    and maps those of posterize, solarize, solarize_add and invert with one lookup per step:
-    the outputs equal those of each augmentation's own operators (the fusion turned off),
-    batch after batch."""
+    """``select`` warps the samples of the shears, translations and rotation with one
+    operator and maps those of posterize, solarize, solarize_add and invert with one lookup
+    per step: the outputs equal those of each augmentation's own operators (the fusion turned
+    off), batch after batch."""
     from dlpipe.auto_aug.core import _select
 
     imgs = images(48, (10, 12, 3))
@@ -693,7 +693,7 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
         kw = dict(batch_size=48, num_threads=2, device_id=None, seed=5)
         pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
         pipe.build()
-        warps = sum(n.op.schema == "warp_affine" for n in pipe._ops)
+        warps = sum(n.op.schema in ("warp_affine", "rotate", "_warp_fused") for n in pipe._ops)
         lookups = sum(n.op.schema == "_lookup_rows" for n in pipe._ops)
         outs = [[pipe.run()[0].at(i) for i in range(48)] for _ in range(2)]
         return warps, lookups, outs
@@ -702,7 +702,7 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
     with monkeypatch.context() as m:
         m.setattr(_select, "_groups", lambda ops, kwargs: [])
         ref_warps, ref_lookups, ref = run()
-    assert ref_warps - warps == fused, (ref_warps, warps)
+    assert (ref_warps, warps) == warps_each
     assert lookups == expected_lookups and ref_lookups == 0, (lookups, ref_lookups)
     changed = 0
     for b in range(2):
@@ -714,39 +714,44 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
 
 
 def test_fused_warps_keep_each_samples_settings_and_data_keyword():
-    """A select over warps and other ops, the samples given by keyword: the two warps are one
-    ``warp_affine``, and each sample gets its own augmentation (numpy references)."""
-    imgs = images(6)
-    idx = [0, 1, 2, 3, 1, 0]
+    """A select over warps, the rotation and other ops, the samples given by keyword: the three
+    geometric ones are one operator, and each sample gets its own augmentation (numpy
+    references)."""
+    imgs = images(8)
+    idx = [0, 1, 2, 3, 1, 0, 4, 4]
     shear_x = a.shear_x.augmentation((0, 0.3), True)
     translate = a.translate_x_no_shape.augmentation((0, 4), True)
+    signs = [0, 0, 1, 0, 0, 1, 0, 1]
 
     @pipeline_def(enable_conditionals=True)
     def pipe():
         x = fn.external_source(source=lambda: imgs, layout="HWC")
         i = fn.external_source(source=lambda: [np.int32(v) for v in idx])
+        sign = fn.external_source(source=lambda: [np.int32(v) for v in signs])
         return select(
-            [shear_x, a.invert, translate, a.identity],
+            [shear_x, a.invert, translate, a.identity, a.rotate],
             i,
             data=x,
-            magnitude_bin=signed_bin(5, fn.external_source(source=lambda: [np.int32(0)] * 6)),
+            magnitude_bin=signed_bin(5, sign),
             num_magnitude_bins=BINS,
         )
 
-    p = pipe(batch_size=6, num_threads=2, device_id=None)
+    p = pipe(batch_size=8, num_threads=2, device_id=None)
     p.build()
-    assert sum(n.op.schema == "warp_affine" for n in p._ops) == 1
+    schemas = [n.op.schema for n in p._ops]
+    assert schemas.count("_warp_fused") == 1 and "warp_affine" not in schemas
+    assert "rotate" not in schemas
     (out,) = p.run()
-    s = magnitude(0, 0.3, 5)
-    t = magnitude(0, 4, 5)
+    s, t, r = magnitude(0, 0.3, 5), magnitude(0, 4, 5), magnitude(0, 30, 5)
     refs = [
-        lambda img: ref_warp(img, lambda x, y: (x - s * y, y)),
-        lambda img: 255 - img,
-        lambda img: ref_warp(img, lambda x, y: (x - t, y)),
-        lambda img: img,
+        lambda img, sg: ref_warp(img, lambda x, y: (x - (-s if sg else s) * y, y)),
+        lambda img, sg: 255 - img,
+        lambda img, sg: ref_warp(img, lambda x, y: (x - (-t if sg else t), y)),
+        lambda img, sg: img,
+        lambda img, sg: ref_rotate(img, -r if sg else r),
     ]
     for k, (img, i) in enumerate(zip(imgs, idx, strict=True)):
-        np.testing.assert_allclose(out.at(k), refs[i](img), atol=1)
+        np.testing.assert_allclose(out.at(k), refs[i](img, signs[k]), atol=1)
 
 
 def _point_augmentations():

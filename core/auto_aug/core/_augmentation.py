@@ -194,15 +194,31 @@ class Augmentation:
 
     # --- warps by a matrix (``augmentations._warp_by``), fused by ``select`` -------------------
     def warp_settings(self, kwargs: dict) -> tuple | None:
-        """For an op that warps by a matrix: ``(warp, fill_value, interp_type)`` it would
-        warp with, given the call's ``kwargs``; None for any other op."""
-        if getattr(self.op, "warp_matrix", None) is None:
+        """For an op that warps by a matrix (``"affine"``) or the rotation keeping the size
+        (``"rotate"``): ``(kind, fill_value, interp_type)`` it would warp with, given the
+        call's ``kwargs``; None for any other op."""
+        if getattr(self.op, "warp_matrix", None) is not None:
+            kind = "affine"
+        elif getattr(self.op, "warp_rotate", False):
+            kind = "rotate"
+        else:
             return None
         defaults = inspect.signature(self.op).parameters
         extra = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        if kind == "rotate" and not extra.get(
+            "rotate_keep_size", defaults["rotate_keep_size"].default
+        ):
+            return None
         fill = extra.get("fill_value", defaults["fill_value"].default)
         interp = extra.get("interp_type", defaults["interp_type"].default)
-        return self.op.warp, fill, interp
+        return kind, fill, interp
+
+    def warp_param(self, data, *, magnitude_bin=None, num_magnitude_bins=None, **kwargs):
+        """The parameter node the op would get (the rotation's angle), as :meth:`__call__`
+        computes it."""
+        param = self._get_param(magnitude_bin, num_magnitude_bins, self._infer_param_device(data))
+        self._check_missing(kwargs)
+        return param
 
     def warp_matrix(self, data, *, magnitude_bin=None, num_magnitude_bins=None, **kwargs):
         """The matrix node the op would warp ``data`` with (what :meth:`__call__` computes

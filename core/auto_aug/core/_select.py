@@ -46,14 +46,14 @@ def split_samples_among_ops(lo: int, hi: int, ops: Sequence, selected_op_idx, ar
 
 
 def _fusion_key(op, kwargs: dict):
-    """What ``op`` may share its leaf with: ``("warp", warp, fill, interp)`` for a warp by a
-    matrix (``Augmentation.warp_settings``), ``("lookup",)`` for a value-wise map of uint8
-    values (``Augmentation.lookup_table``), None for any other op."""
+    """What ``op`` may share its leaf with: ``("warp", fill, interp)`` for a warp by a matrix
+    or the rotation keeping the size (``Augmentation.warp_settings``), ``("lookup",)`` for a
+    value-wise map of uint8 values (``Augmentation.lookup_table``), None for any other op."""
     settings = getattr(op, "warp_settings", None)
     key = settings(kwargs) if settings is not None else None
     if key is not None:
-        warp, fill, interp = key
-        return ("warp", warp, _key(fill), _key(interp))
+        _, fill, interp = key
+        return ("warp", _key(fill), _key(interp))
     lookup = getattr(op, "lookup_table", None)
     if lookup is not None and lookup(*_bins(kwargs)) is not None:
         return ("lookup",)
@@ -109,14 +109,67 @@ def _bisect(members: list[int], selected_op_idx, leaf: Callable):
 
 
 def _fused_warp(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
-    """One warp of the samples of the warp augmentations ``members`` (all with the same warp
-    settings): each sample's matrix is the one its own augmentation makes, picked on the
-    host, then one ``warp_affine``."""
-    matrix = _bisect(
-        members, selected_op_idx, lambda k: ops[members[k]].warp_matrix(*args, **kwargs)
-    )
-    warp, fill, interp = ops[members[0]].warp_settings(kwargs)
-    return warp(_data(args, kwargs), matrix, fill, interp)
+    """One warp of the samples of the geometric augmentations ``members`` (all with the same
+    fill value and interpolation): each sample's matrix (or angle) is the one its own
+    augmentation makes, picked on the host. Warps by a matrix only: one ``warp_affine``; with
+    the rotation: one ``_warp_fused`` (``warp_affine`` or ``rotate`` per sample)."""
+    from ...graph import _call_operator
+
+    kinds = {i: ops[i].warp_settings(kwargs)[0] for i in members}
+    affine = [i for i in members if kinds[i] == "affine"]
+    rotate = [i for i in members if kinds[i] == "rotate"]
+    _, fill, interp = ops[members[0]].warp_settings(kwargs)
+    data = _data(args, kwargs)
+
+    def matrix():
+        return _bisect(
+            affine, selected_op_idx, lambda k: ops[affine[k]].warp_matrix(*args, **kwargs)
+        )
+
+    if not rotate:
+        return ops[affine[0]].op.warp(data, matrix(), fill, interp)
+
+    def cpu(value):
+        return types.Constant(value, device="cpu")
+
+    def affine_parts():
+        return matrix(), cpu(np.float32(0)), cpu(np.int32(0))
+
+    def rotate_parts():
+        angle = _bisect(
+            rotate, selected_op_idx, lambda k: ops[rotate[k]].warp_param(*args, **kwargs)
+        )
+        return cpu(np.zeros((2, 3), np.float32)), angle, cpu(np.int32(1))
+
+    if not affine:
+        parts = rotate_parts()
+    else:
+        table = np.zeros(len(ops), bool)
+        table[rotate] = True
+        parts = _cond_parts(types.Constant(table)[selected_op_idx], rotate_parts, affine_parts)
+    m, angle, kind = parts
+    kw = {"matrix": m, "angle": angle, "kind": kind, "fill_value": fill, "interp_type": interp}
+    return _call_operator("_warp_fused", (data,), kw)[0]
+
+
+def _cond_parts(predicate, if_true: Callable, if_false: Callable) -> tuple:
+    """:func:`cond` of functions giving tuples of nodes: each position merged."""
+    from ..._conditionals import if_stmt
+
+    box: list = [None]
+
+    def set_state(state):
+        box[0] = tuple(state)
+
+    def body():
+        box[0] = tuple(if_true())
+
+    def orelse():
+        box[0] = tuple(if_false())
+
+    names = ("matrix", "angle", "kind")
+    if_stmt(predicate, body, orelse, lambda: box[0] or (None,) * len(names), set_state, names)
+    return box[0]
 
 
 def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
