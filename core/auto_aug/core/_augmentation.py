@@ -209,6 +209,9 @@ class Augmentation:
             "rotate_keep_size", defaults["rotate_keep_size"].default
         ):
             return None
+        signed = isinstance(kwargs.get("magnitude_bin"), _SignedMagnitudeBin)
+        if kind == "rotate" and self.randomly_negate and not signed:
+            return None  # its sign is drawn in its own branch (_param_index): not fused
         fill = extra.get("fill_value", defaults["fill_value"].default)
         interp = extra.get("interp_type", defaults["interp_type"].default)
         return kind, fill, interp

@@ -70,8 +70,13 @@ def _groups(ops: Sequence, kwargs: dict) -> list[tuple]:
     own (key None)."""
     leaves: list[tuple] = []
     by_key: dict = {}
+    rotations: set = set()  # the warp leaves that have their rotation
     for i, op in enumerate(ops):
         key = _fusion_key(op, kwargs)
+        if key is not None and key[0] == "warp" and op.warp_settings(kwargs)[0] == "rotate":
+            if key in rotations:  # a second rotation: a leaf of its own
+                key = None
+            rotations.add(key)
         if key is None:
             leaves.append((None, [i]))
         elif key in by_key:
@@ -110,66 +115,35 @@ def _bisect(members: list[int], selected_op_idx, leaf: Callable):
 
 def _fused_warp(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
     """One warp of the samples of the geometric augmentations ``members`` (all with the same
-    fill value and interpolation): each sample's matrix (or angle) is the one its own
-    augmentation makes, picked on the host. Warps by a matrix only: one ``warp_affine``; with
-    the rotation: one ``_warp_fused`` (``warp_affine`` or ``rotate`` per sample)."""
+    fill value and interpolation; at most one rotation): each sample's matrix is the one its
+    own augmentation makes (a placeholder for the rotation's), picked on the host. Warps by a
+    matrix only: one ``warp_affine``; with the rotation: one ``_warp_fused``, whose angle is
+    the rotation's parameter (made for every sample here: one index into its table, no merge)
+    and whose kind says which samples rotate."""
     from ...graph import _call_operator
 
-    kinds = {i: ops[i].warp_settings(kwargs)[0] for i in members}
-    affine = [i for i in members if kinds[i] == "affine"]
-    rotate = [i for i in members if kinds[i] == "rotate"]
+    rotate = [i for i in members if ops[i].warp_settings(kwargs)[0] == "rotate"]
     _, fill, interp = ops[members[0]].warp_settings(kwargs)
     data = _data(args, kwargs)
 
-    def matrix():
-        return _bisect(
-            affine, selected_op_idx, lambda k: ops[affine[k]].warp_matrix(*args, **kwargs)
-        )
+    def matrix(k: int):
+        if members[k] in rotate:
+            return types.Constant(np.zeros((2, 3), np.float32), device="cpu")
+        return ops[members[k]].warp_matrix(*args, **kwargs)
 
+    matrices = _bisect(members, selected_op_idx, matrix)
     if not rotate:
-        return ops[affine[0]].op.warp(data, matrix(), fill, interp)
-
-    def cpu(value):
-        return types.Constant(value, device="cpu")
-
-    def affine_parts():
-        return matrix(), cpu(np.float32(0)), cpu(np.int32(0))
-
-    def rotate_parts():
-        angle = _bisect(
-            rotate, selected_op_idx, lambda k: ops[rotate[k]].warp_param(*args, **kwargs)
-        )
-        return cpu(np.zeros((2, 3), np.float32)), angle, cpu(np.int32(1))
-
-    if not affine:
-        parts = rotate_parts()
-    else:
-        table = np.zeros(len(ops), bool)
-        table[rotate] = True
-        parts = _cond_parts(types.Constant(table)[selected_op_idx], rotate_parts, affine_parts)
-    m, angle, kind = parts
-    kw = {"matrix": m, "angle": angle, "kind": kind, "fill_value": fill, "interp_type": interp}
+        return ops[members[0]].op.warp(data, matrices, fill, interp)
+    table = np.zeros(len(ops), np.int32)
+    table[rotate] = 1
+    kw = {
+        "matrix": matrices,
+        "angle": ops[rotate[0]].warp_param(*args, **kwargs),
+        "kind": types.Constant(table)[selected_op_idx],
+        "fill_value": fill,
+        "interp_type": interp,
+    }
     return _call_operator("_warp_fused", (data,), kw)[0]
-
-
-def _cond_parts(predicate, if_true: Callable, if_false: Callable) -> tuple:
-    """:func:`cond` of functions giving tuples of nodes: each position merged."""
-    from ..._conditionals import if_stmt
-
-    box: list = [None]
-
-    def set_state(state):
-        box[0] = tuple(state)
-
-    def body():
-        box[0] = tuple(if_true())
-
-    def orelse():
-        box[0] = tuple(if_false())
-
-    names = ("matrix", "angle", "kind")
-    if_stmt(predicate, body, orelse, lambda: box[0] or (None,) * len(names), set_state, names)
-    return box[0]
 
 
 def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
