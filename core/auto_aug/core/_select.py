@@ -1,5 +1,9 @@
 """``select``: apply one of several augmentations per sample, by a per-sample index, through
-conditional execution (each augmentation runs on its samples only)."""
+conditional execution (each augmentation runs on its samples only).
+
+The ops are split by bisection over the index (``idx <= mid``), as DALI does; the standard
+geometric and value-wise augmentations are first gathered into one leaf each (see
+:func:`select`), so that each group runs as one operator on the GPU."""
 
 from __future__ import annotations
 
@@ -196,11 +200,12 @@ def select(ops: Sequence[Callable], selected_op_idx, *op_args, **op_kwargs):
     Returns:
         The batch, each sample processed by its operation.
 
-    The geometric augmentations that warp by a matrix (shears, translations) share one
-    ``warp_affine``: their samples are one branch, in which each sample's matrix is picked
-    on the host. The outputs are those of one warp per augmentation (each sample is warped
-    by its own matrix, with the same settings), for fewer GPU operators and launches
-    (BENCHMARKS.md, "Automatic augmentation: fused warps").
+    Fewer GPU operators, launches and uploads, the same outputs (BENCHMARKS.md, "Automatic
+    augmentation: fused warps and lookup tables"): the standard geometric augmentations
+    (shears, translations, the rotation keeping the size) share one warp, each sample with
+    the matrix (or angle) of its own augmentation, picked on the host; the value-wise ones
+    (posterize, solarize, solarize_add, invert) share one lookup, each sample with the table
+    of its own augmentation at its parameter. Any other op is a branch of its own.
 
     Example:
         >>> idx = fn.random.uniform(values=[0, 1], dtype=types.INT32)
