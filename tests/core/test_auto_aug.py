@@ -790,3 +790,35 @@ def test_lookup_tables_equal_the_arithmetic(aug, num_bins):
     for row, out in zip(table, outs, strict=True):
         assert out.dtype == np.uint8
         np.testing.assert_array_equal(row[values], out)
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_fused_branches_on_videos_with_border_and_nearest_equal_unfused(kind, monkeypatch):
+    """The fused warps and lookups on FHWC videos, with the border repeated (``fill_value=None``)
+    and nearest-neighbour interpolation: the outputs of the unfused branches."""
+    from dlpipe.auto_aug.core import _select
+
+    rng = np.random.default_rng(4)
+    vids = [rng.integers(0, 256, (3, 10, 12, 3), dtype=np.uint8) for _ in range(24)]
+    kw = dict(fill_value=None, interp_type=types.INTERP_NN)
+
+    def run():
+        @pipeline_def(enable_conditionals=True)
+        def pipe():
+            x = fn.external_source(source=lambda: vids, layout="FHWC")
+            if kind == "auto_augment":
+                return auto_augment.auto_augment_image_net(x, shape=[10, 12], **kw)
+            if kind == "rand_augment":
+                return rand_augment.rand_augment(x, n=2, m=20, **kw)
+            return trivial_augment.trivial_augment_wide(x, shape=[10, 12], **kw)
+
+        p = pipe(batch_size=24, num_threads=2, device_id=None, seed=9)
+        return [[np.asarray(o.at(i)) for i in range(24)] for o in (p.run()[0], p.run()[0])]
+
+    out = run()
+    monkeypatch.setattr(_select, "_groups", lambda ops, kwargs: [])
+    ref = run()
+    for b in range(2):
+        for x, y in zip(out[b], ref[b], strict=True):
+            assert x.dtype == y.dtype == np.uint8 and x.shape == (3, 10, 12, 3)
+            np.testing.assert_array_equal(x, y)
