@@ -61,13 +61,14 @@ class Scope:
     """A branch of an ``if`` on a DataNode: the samples whose ``predicate`` (a validated CPU
     bool node) equals ``branch``, within ``parent``'s samples (None: the whole batch)."""
 
-    __slots__ = ("parent", "predicate", "branch", "depth")
+    __slots__ = ("parent", "predicate", "branch", "depth", "_memo")
 
     def __init__(self, parent: Scope | None, predicate: DataNode, branch: bool):
         self.parent = parent
         self.predicate = predicate
         self.branch = branch
         self.depth = 1 + (parent.depth if parent is not None else 0)
+        self._memo = None  # (the predicates' value lists, n, mask) of the last mask()
 
     def within(self, other: Scope | None) -> bool:
         """True if this scope is ``other`` or nested in it."""
@@ -88,12 +89,34 @@ class Scope:
         return True
 
     def mask(self, values: dict, n: int) -> np.ndarray:
-        """Per sample, whether it runs in this scope: a bool (n,) array, one vectorised step
-        per enclosing scope. Every predicate must be complete (as after a batch-level step)."""
-        m = predicate_mask(values[self.predicate], n)
+        """Per sample, whether it runs in this scope: a bool (n,) array (read-only to the
+        caller), one vectorised step per enclosing scope. Every predicate must be complete (as
+        after a batch-level step).
+
+        Each CPU operator of the scope asks (``Scope.indices``): the mask is kept with the
+        predicates' value lists it came from and reused while ``values`` holds those very
+        lists (an iteration's lists are never changed in place; a new iteration, or a skipped
+        sample's replacement, makes new ones)."""
+        preds = []
+        s = self
+        while s is not None:
+            preds.append(values[s.predicate])
+            s = s.parent
+        memo = self._memo
+        if (
+            memo is not None
+            and memo[1] == n
+            and len(memo[0]) == len(preds)
+            and all(a is b for a, b in zip(memo[0], preds, strict=True))
+        ):
+            return memo[2]
+        m = predicate_mask(preds[0], n)
         if not self.branch:
             np.logical_not(m, out=m)
-        return m if self.parent is None else m & self.parent.mask(values, n)
+        if self.parent is not None:
+            m &= self.parent.mask(values, n)
+        self._memo = (tuple(preds), n, m)
+        return m
 
     def indices(self, values: dict, n: int) -> list[int]:
         """The batch positions of the samples that run in this scope."""

@@ -17,6 +17,8 @@ equalization. The geometric ones (shears, translations, rotation) fill with ``fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .. import fn, types
@@ -59,49 +61,108 @@ def _warp(data, mt, fill_value, interp_type):
     )
 
 
+def _warp_by(matrix: Callable) -> Callable:
+    """Mark an augmentation's op as ``_warp(data, matrix(param, **extra), fill_value,
+    interp_type)``: ``select`` then warps the samples of several such augmentations with one
+    ``warp_affine`` (each sample with its own augmentation's matrix) instead of one each
+    (``core._select``)."""
+
+    def mark(op: Callable) -> Callable:
+        op.warp_matrix = matrix
+        op.warp = _warp
+        return op
+
+    return mark
+
+
+_VALUES = np.arange(256, dtype=np.uint8)
+
+
+def _lookup_by(table: Callable) -> Callable:
+    """Mark an augmentation's op as mapping each uint8 value on its own: ``table(param)`` is
+    the 256 values it maps ``0..255`` to (``param`` is one row of the precomputed parameters,
+    None for an op without). ``select`` then runs the samples of several such augmentations
+    through one lookup (``_lookup_rows``) instead of their arithmetic (``core._select``); the
+    tables equal the arithmetic's results (tests/core/test_auto_aug.py)."""
+
+    def mark(op: Callable) -> Callable:
+        op.point_table = table
+        return op
+
+    return mark
+
+
+def _shear_matrix(shear):
+    return fn.transforms.shear(shear=shear)
+
+
+def _translate_x_matrix(rel_offset, shape):
+    return fn.transforms.translation(offset=rel_offset * shape[1])
+
+
+def _translate_y_matrix(rel_offset, shape):
+    return fn.transforms.translation(offset=rel_offset * shape[0])
+
+
+def _translation_matrix(offset):
+    return fn.transforms.translation(offset=offset)
+
+
 @augmentation(mag_range=(0, 0.3), randomly_negate=True, mag_to_param=warp_x_param)
+@_warp_by(_shear_matrix)
 def shear_x(data, shear, fill_value=128, interp_type=None):
     """Shear along x: the pixel at (x, y) moves to (x + shear * y, y)."""
-    return _warp(data, fn.transforms.shear(shear=shear), fill_value, interp_type)
+    return _warp(data, _shear_matrix(shear), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0, 0.3), randomly_negate=True, mag_to_param=warp_y_param)
+@_warp_by(_shear_matrix)
 def shear_y(data, shear, fill_value=128, interp_type=None):
     """Shear along y: the pixel at (x, y) moves to (x, y + shear * x)."""
-    return _warp(data, fn.transforms.shear(shear=shear), fill_value, interp_type)
+    return _warp(data, _shear_matrix(shear), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0.0, 1.0), randomly_negate=True, mag_to_param=warp_x_param)
+@_warp_by(_translate_x_matrix)
 def translate_x(data, rel_offset, shape, fill_value=128, interp_type=None):
     """Shift along x by a fraction of the width (``shape`` is (H, W, ...) of the images)."""
-    offset = rel_offset * shape[1]
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translate_x_matrix(rel_offset, shape), fill_value, interp_type)
 
 
 @augmentation(
     mag_range=(0, 250), randomly_negate=True, mag_to_param=warp_x_param, name="translate_x"
 )
+@_warp_by(_translation_matrix)
 def translate_x_no_shape(data, offset, fill_value=128, interp_type=None):
     """Shift along x by ``offset`` pixels."""
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translation_matrix(offset), fill_value, interp_type)
 
 
 @augmentation(mag_range=(0.0, 1.0), randomly_negate=True, mag_to_param=warp_y_param)
+@_warp_by(_translate_y_matrix)
 def translate_y(data, rel_offset, shape, fill_value=128, interp_type=None):
     """Shift along y by a fraction of the height."""
-    offset = rel_offset * shape[0]
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translate_y_matrix(rel_offset, shape), fill_value, interp_type)
 
 
 @augmentation(
     mag_range=(0, 250), randomly_negate=True, mag_to_param=warp_y_param, name="translate_y"
 )
+@_warp_by(_translation_matrix)
 def translate_y_no_shape(data, offset, fill_value=128, interp_type=None):
     """Shift along y by ``offset`` pixels."""
-    return _warp(data, fn.transforms.translation(offset=offset), fill_value, interp_type)
+    return _warp(data, _translation_matrix(offset), fill_value, interp_type)
+
+
+def _rotate_by(op: Callable) -> Callable:
+    """Mark the rotation: ``select`` warps its samples with those of the warps by a matrix
+    (``_warp_by``) in one operator when it keeps the size (``core._select``)."""
+    op.warp_rotate = True
+    return op
 
 
 @augmentation(mag_range=(0, 30), randomly_negate=True)
+@_rotate_by
 def rotate(data, angle, fill_value=128, interp_type=None, rotate_keep_size=True):
     """Rotate by ``angle`` degrees (counter-clockwise), keeping the size by default."""
     return fn.rotate(
@@ -180,12 +241,19 @@ def poster_mask_uint8(magnitude):
 
 
 @augmentation(mag_range=(0, 4), mag_to_param=poster_mask_uint8, param_device="auto")
+@_lookup_by(lambda mask: _VALUES & np.uint8(mask))
 def posterize(data, mask):
     """Keep the highest bits of each value."""
     return data & mask
 
 
+def _solarize_table(threshold):
+    # uint8 < float threshold, as the arithmetic promotes it (to the threshold's float type)
+    return np.where(_VALUES < threshold, _VALUES, 255 - _VALUES).astype(np.uint8)
+
+
 @augmentation(mag_range=(256, 0), param_device="auto")
+@_lookup_by(_solarize_table)
 def solarize(data, threshold):
     """Invert the values at or above ``threshold``."""
     sample_inv = types.Constant(255, dtype=types.UINT8) - data
@@ -200,7 +268,12 @@ def solarize_add_shift(shift):
     return np.uint8(shift)
 
 
+def _solarize_add_table(shift):
+    return np.where(_VALUES < 128, _VALUES + np.uint8(shift), _VALUES).astype(np.uint8)
+
+
 @augmentation(mag_range=(0, 110), param_device="auto", mag_to_param=solarize_add_shift)
+@_lookup_by(_solarize_add_table)
 def solarize_add(data, shift):
     """Add ``shift`` to the values below 128."""
     mask_shifted = data < types.Constant(128, dtype=types.UINT8)
@@ -210,6 +283,7 @@ def solarize_add(data, shift):
 
 
 @augmentation
+@_lookup_by(lambda _: 255 - _VALUES)
 def invert(data, _):
     """255 - value."""
     return types.Constant(255, dtype=types.UINT8) - data

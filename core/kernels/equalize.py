@@ -86,3 +86,34 @@ def equalize_batch(inputs, geometry, stream=None):
         (max(1, min(4096, -(-total // _BLOCK))), 1, n), (_BLOCK, 1, 1), (descs, lut), stream=stream
     )
     return out
+
+
+@stream_scoped
+def lookup_rows_batch(inputs, table_dev, rows, stream=None):
+    """``out = table[rows[k], in]`` for each sample ``k`` of a uint8 batch: a 256-entry lookup
+    table per sample, row ``rows[k]`` of ``table_dev`` (a device array of rows of 256 uint8),
+    with ``equalize_apply`` (one plane per sample, the plane's table being its row)."""
+    s = as_samples(inputs)
+    if not c_contiguous(s):
+        s = copy_batch(s, stream=stream)
+    out = alloc_batch(s.shapes, np.uint8, s.device_id)
+    n = len(s)
+    if n == 0:
+        return out
+    sizes = s.shapes.prod(axis=1)
+    total = int(sizes.max())
+    if total == 0:
+        return out
+    d = np.zeros(n, EQ_DESC)
+    d["in_ptr"] = np.asarray(s.ptrs, np.uint64).view(np.int64)
+    d["out_ptr"] = np.asarray(out.ptrs, np.uint64).view(np.int64)
+    d["pixels"] = sizes
+    d["cdiv"] = d["frames"] = d["channels"] = 1
+    d["plane0"] = rows
+    _get_equalize_kernel("equalize_apply", s.device_id)(
+        (max(1, min(4096, -(-total // _BLOCK))), 1, n),
+        (_BLOCK, 1, 1),
+        (upload(d, stream), table_dev),
+        stream=stream,
+    )
+    return out

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import Operator
+from ..graph import Operator, small_host_inputs
+from . import _small
 
 __all__ = [
     "TransformOp",
@@ -117,6 +118,25 @@ class TransformOp(Operator):
         if mat is None:
             mat = self._const[in_ndim] = self._matrix({}, in_ndim)
         return mat
+
+    def batch_level_in(self, node) -> bool:
+        """Batch-wise (``run_batch_cpu``) when there is no input transform and the argument
+        inputs are small host arrays (automatic augmentation's per-sample shears and
+        offsets): one numpy step per batch instead of a call per sample."""
+        return not node.inputs and small_host_inputs(node)
+
+    def run_batch_cpu(self, inputs, args, params):
+        n = len(next(iter(args.values())))
+        out = self._batch_output(args, n) if n else None
+        if out is not None:
+            return (out,)
+        return (_small.per_sample(self.run_sample, inputs, args, params, n),)
+
+    def _batch_output(self, args: dict, n: int) -> np.ndarray | None:
+        """The ``(n, ndim, ndim + 1)`` float32 outputs of a batch without an input transform,
+        equal to :meth:`run_sample`'s; None where the per-sample path must run (the default:
+        it checks and names what is wrong)."""
+        return None
 
     def run_sample(self, inputs, args, param):
         if not inputs:

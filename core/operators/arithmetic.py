@@ -77,6 +77,21 @@ def _const_leaf(value) -> tuple | None:
     return None
 
 
+def _on_gpu(x: DataNode) -> DataNode:
+    """A GPU operand for ``x``: a CPU ``constant`` node becomes the same constant made on the
+    GPU (uploaded once, every sample pointing at it) instead of a copy of it every iteration
+    (``types.Constant(array)`` times a GPU node: AutoAugment's contrast weights); any other
+    CPU node is copied (``.gpu()``). Both add one node, so the seeds stay as they were."""
+    src = x.source
+    if x.device != "cpu" or src is None or src.op.schema != "constant" or src.inputs:
+        return x.gpu()
+    op = src.op
+    data = "fdata" if op.value.dtype.kind in "fc" else "idata"
+    kwargs = {data: op.value.reshape(-1).tolist(), "shape": list(op.value.shape)}
+    kwargs.update(dtype=op.dtype, layout=op.layout or None, device="gpu")
+    return _call_operator("constant", (), kwargs)[0]
+
+
 def arithm_op(name: str, *inputs) -> DataNode:
     """Add the operation ``name`` (DALI's expression name) on ``inputs`` to the graph.
 
@@ -125,7 +140,7 @@ def arithm_op(name: str, *inputs) -> DataNode:
         )
     device = "gpu" if any(e.device == "gpu" for e in edges) else "cpu"
     if device == "gpu":
-        edges = [e.gpu() for e in edges]
+        edges = [_on_gpu(e) for e in edges]
     expr = (name, *children)
     return _call_operator(SCHEMA, edges, {"expression": expr, "device": device})[0]
 

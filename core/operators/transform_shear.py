@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import register
+from . import _small
 from ._affine import TransformOp, as_vector, deg2rad
 from .transform_rotation import with_center
 
@@ -85,6 +86,19 @@ class TransformShear(TransformOp):
                 f"{self.schema}: angles={v.tolist()} must be in the range [-90, 90] degrees"
             )
         return v
+
+    def _batch_output(self, args, n):
+        """2-D shears by per-sample factors, no center: ``[[1, s_x, 0], [s_y, 1, 0]]`` each."""
+        if set(args) != {"shear"} or self.center is not None:
+            return None
+        f = _small.stack(args["shear"])
+        if f is None or f.dtype.kind not in "iuf" or f.size != 2 * n:
+            return None
+        f = f.astype(np.float32, copy=False).reshape(n, 2)
+        out = np.zeros((n, 2, 3), np.float32)
+        out[:, 0, 0] = out[:, 1, 1] = 1
+        out[:, 0, 1], out[:, 1, 0] = f[:, 0], f[:, 1]
+        return out
 
     def _matrix(self, args, in_ndim):
         if "shear" in args:

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import register
+from . import _small
 from ._affine import MAX_NDIM, TransformOp, as_vector, check_required
 
 __all__ = ["TransformTranslation"]
@@ -46,6 +47,23 @@ class TransformTranslation(TransformOp):
     def after_call(self, outputs):
         check_required(self, outputs, {"offset": self.offset})
         return outputs
+
+    def _batch_output(self, args, n):
+        """Per-sample offsets of one length ``ndim``: the identity with each offset as its
+        last column."""
+        if set(args) != {"offset"}:
+            return None
+        v = _small.stack(args["offset"])
+        if v is None or v.dtype.kind not in "iuf" or not v.size or v.size % n:
+            return None
+        v = v.astype(np.float32, copy=False).reshape(n, -1)
+        ndim = v.shape[1]
+        if ndim > MAX_NDIM:
+            return None
+        out = np.zeros((n, ndim, ndim + 1), np.float32)
+        out[:, np.arange(ndim), np.arange(ndim)] = 1
+        out[:, :, ndim] = v
+        return out
 
     def _matrix(self, args, in_ndim):
         offset = self.offset

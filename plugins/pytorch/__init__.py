@@ -413,3 +413,15 @@ def distributed_shard() -> tuple[int, int, int]:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         local = rank % gpus if gpus else 0
     return rank, world, local
+
+
+def __getattr__(name: str):
+    """``experimental`` (with its ``proxy``), imported when first used: DALI 2.4's
+    ``nvidia.dali.plugin.pytorch`` imports it with itself, so that
+    ``nvidia.dali.plugin.pytorch.experimental.proxy.DALIServer`` works after a plain
+    ``import nvidia.dali.plugin.pytorch``; here the iterators' users do not pay for it."""
+    if name == "experimental":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.experimental")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -657,3 +657,168 @@ def test_augmentation_reset_to_defaults():
     assert reset.mag_to_param(3.0) == np.array(3.0)
     kept = dummy.augmentation(name="y")
     assert (kept.mag_range, kept.randomly_negate, kept.param_device) == ((0, 10), True, "gpu")
+
+
+# --- the warps select fuses ----------------------------------------------------------------------
+
+
+def _svhn_pipe(imgs, aug_seed=None):
+    x = fn.external_source(source=lambda: imgs, layout="HWC")
+    h, w = imgs[0].shape[:2]
+    return auto_augment.auto_augment(x, "svhn", shape=[h, w], seed=aug_seed)
+
+
+@pytest.mark.parametrize(
+    "kind, warps_each, expected_lookups",
+    [
+        ("auto_augment", (6, 2), 2),  # ImageNet: shear_x, shear_y, rotate; the same + translate_y
+        ("svhn", (5, 2), 2),
+        ("rand_augment", (15, 3), 3),  # 2 translations, 2 shears, rotate at each of 3 steps
+        ("trivial_augment", (5, 1), 1),
+    ],
+)
+def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
+    kind, warps_each, expected_lookups, monkeypatch
+):
+    """``select`` warps the samples of the shears, translations and rotation with one
+    operator and maps those of posterize, solarize, solarize_add and invert with one lookup
+    per step: the outputs equal those of each augmentation's own operators (the fusion turned
+    off), batch after batch."""
+    from dlpipe.auto_aug.core import _select
+
+    imgs = images(48, (10, 12, 3))
+
+    def run():
+        make = pipeline_def(enable_conditionals=True)(_svhn_pipe) if kind == "svhn" else None
+        kw = dict(batch_size=48, num_threads=2, device_id=None, seed=5)
+        pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
+        pipe.build()
+        warps = sum(n.op.schema in ("warp_affine", "rotate", "_warp_fused") for n in pipe._ops)
+        lookups = sum(n.op.schema == "_lookup_rows" for n in pipe._ops)
+        outs = [[pipe.run()[0].at(i) for i in range(48)] for _ in range(2)]
+        return warps, lookups, outs
+
+    warps, lookups, out = run()
+    with monkeypatch.context() as m:
+        m.setattr(_select, "_groups", lambda ops, kwargs: [])
+        ref_warps, ref_lookups, ref = run()
+    assert (ref_warps, warps) == warps_each
+    assert lookups == expected_lookups and ref_lookups == 0, (lookups, ref_lookups)
+    changed = 0
+    for b in range(2):
+        for i in range(48):
+            assert out[b][i].dtype == ref[b][i].dtype == np.uint8
+            np.testing.assert_array_equal(out[b][i], ref[b][i])
+            changed += not np.array_equal(out[b][i], imgs[i])
+    assert changed > 48
+
+
+def test_fused_warps_keep_each_samples_settings_and_data_keyword():
+    """A select over warps, the rotation and other ops, the samples given by keyword: the three
+    geometric ones are one operator, and each sample gets its own augmentation (numpy
+    references)."""
+    imgs = images(8)
+    idx = [0, 1, 2, 3, 1, 0, 4, 4]
+    shear_x = a.shear_x.augmentation((0, 0.3), True)
+    translate = a.translate_x_no_shape.augmentation((0, 4), True)
+    signs = [0, 0, 1, 0, 0, 1, 0, 1]
+
+    @pipeline_def(enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        i = fn.external_source(source=lambda: [np.int32(v) for v in idx])
+        sign = fn.external_source(source=lambda: [np.int32(v) for v in signs])
+        return select(
+            [shear_x, a.invert, translate, a.identity, a.rotate],
+            i,
+            data=x,
+            magnitude_bin=signed_bin(5, sign),
+            num_magnitude_bins=BINS,
+        )
+
+    p = pipe(batch_size=8, num_threads=2, device_id=None)
+    p.build()
+    schemas = [n.op.schema for n in p._ops]
+    assert schemas.count("_warp_fused") == 1 and "warp_affine" not in schemas
+    assert "rotate" not in schemas
+    (out,) = p.run()
+    s, t, r = magnitude(0, 0.3, 5), magnitude(0, 4, 5), magnitude(0, 30, 5)
+    refs = [
+        lambda img, sg: ref_warp(img, lambda x, y: (x - (-s if sg else s) * y, y)),
+        lambda img, sg: 255 - img,
+        lambda img, sg: ref_warp(img, lambda x, y: (x - (-t if sg else t), y)),
+        lambda img, sg: img,
+        lambda img, sg: ref_rotate(img, -r if sg else r),
+    ]
+    for k, (img, i) in enumerate(zip(imgs, idx, strict=True)):
+        np.testing.assert_allclose(out.at(k), refs[i](img, signs[k]), atol=1)
+
+
+def _point_augmentations():
+    """The value-wise augmentations of the suites, as the suites configure them."""
+    augs = list(rand_augment.get_rand_augment_suite(use_shape=True))
+    augs += trivial_augment.get_trivial_augment_wide_suite(use_shape=True)
+    for get in (auto_augment.get_image_net_policy, auto_augment.get_svhn_policy):
+        augs += get(use_shape=True).augmentations.values()
+    augs.append(a.posterize)
+    seen, out = set(), []
+    for aug in augs:
+        key = (aug.op, repr(aug))
+        if getattr(aug.op, "point_table", None) is not None and key not in seen:
+            seen.add(key)
+            out.append(aug)
+    return out
+
+
+@pytest.mark.parametrize("num_bins", [11, 31])
+@pytest.mark.parametrize("aug", _point_augmentations(), ids=lambda g: f"{g.name}{g.mag_range}")
+def test_lookup_tables_equal_the_arithmetic(aug, num_bins):
+    """Every row of a value-wise augmentation's tables (each bin, each sign) maps all 256
+    values as the augmentation's own arithmetic does."""
+    values = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    with Pipeline(batch_size=1, num_threads=1, device_id=None):
+        per_sample_bin = fn.external_source(source=lambda: [np.int32(0)])
+        table = aug.lookup_table(per_sample_bin, num_bins)
+    if aug.mag_range is None:
+        bins, signs = [0], [0]
+    elif aug.randomly_negate:
+        bins, signs = [k // 2 for k in range(2 * num_bins)], [k % 2 for k in range(2 * num_bins)]
+    else:
+        bins, signs = list(range(num_bins)), [0] * num_bins
+    assert table.dtype == np.uint8 and table.shape == (len(bins), 256)
+    outs = run_aug(aug, [values] * len(bins), bins, signs, num_bins=num_bins)
+    for row, out in zip(table, outs, strict=True):
+        assert out.dtype == np.uint8
+        np.testing.assert_array_equal(row[values], out)
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_fused_branches_on_videos_with_border_and_nearest_equal_unfused(kind, monkeypatch):
+    """The fused warps and lookups on FHWC videos, with the border repeated (``fill_value=None``)
+    and nearest-neighbour interpolation: the outputs of the unfused branches."""
+    from dlpipe.auto_aug.core import _select
+
+    rng = np.random.default_rng(4)
+    vids = [rng.integers(0, 256, (3, 10, 12, 3), dtype=np.uint8) for _ in range(24)]
+    kw = dict(fill_value=None, interp_type=types.INTERP_NN)
+
+    def run():
+        @pipeline_def(enable_conditionals=True)
+        def pipe():
+            x = fn.external_source(source=lambda: vids, layout="FHWC")
+            if kind == "auto_augment":
+                return auto_augment.auto_augment_image_net(x, shape=[10, 12], **kw)
+            if kind == "rand_augment":
+                return rand_augment.rand_augment(x, n=2, m=20, **kw)
+            return trivial_augment.trivial_augment_wide(x, shape=[10, 12], **kw)
+
+        p = pipe(batch_size=24, num_threads=2, device_id=None, seed=9)
+        return [[np.asarray(o.at(i)) for i in range(24)] for o in (p.run()[0], p.run()[0])]
+
+    out = run()
+    monkeypatch.setattr(_select, "_groups", lambda ops, kwargs: [])
+    ref = run()
+    for b in range(2):
+        for x, y in zip(out[b], ref[b], strict=True):
+            assert x.dtype == y.dtype == np.uint8 and x.shape == (3, 10, 12, 3)
+            np.testing.assert_array_equal(x, y)

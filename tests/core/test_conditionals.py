@@ -415,3 +415,32 @@ def test_gpu_stage_runs_a_merge_whose_branch_no_sample_took():
     assert plan.samples(outer, [XS, XS]) is None
     with pytest.raises(RuntimeError, match="has no samples though 4 sample"):
         plan.samples(inner.inputs[1].source, [ABSENT])
+
+
+def test_scope_mask_is_kept_while_the_predicates_lists_are_the_same():
+    """``Scope.mask`` (asked by every CPU operator of a scope) is computed once per set of
+    predicate value lists: reused while ``values`` holds the same lists, computed afresh for
+    new ones (a new iteration, a skipped sample's replacement), of the outer or inner scope."""
+    from dlpipe._conditionals import Scope
+    from dlpipe.graph import DataNode
+
+    def bools(*v):
+        return [np.array(b) for b in v]
+
+    p, q = DataNode("p", "cpu", None), DataNode("q", "cpu", None)
+    outer = Scope(None, p, True)
+    inner = Scope(outer, q, False)
+    pv, qv = bools(True, True, False, True), bools(False, True, False, False)
+    values = {p: pv, q: qv}
+    m = inner.mask(values, 4)
+    assert m.tolist() == [True, False, False, True]
+    assert inner.mask(values, 4) is m
+    assert inner.indices(values, 4) == [0, 3]
+    assert outer.indices(values, 4) == [0, 1, 3]
+    values = {p: bools(False, True, True, True), q: qv}  # a new list for the outer predicate
+    assert inner.mask(values, 4).tolist() == [False, False, True, True]
+    assert outer.indices(values, 4) == [1, 2, 3]
+    values = {p: pv, q: bools(True, True, True, False)}  # a new list for the inner one
+    assert inner.indices(values, 4) == [3]
+    values = {p: [None, *pv[1:]], q: qv}  # None: the sample took no part
+    assert inner.indices(values, 4) == [3]

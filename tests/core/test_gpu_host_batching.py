@@ -162,3 +162,47 @@ def test_blur_uploads_descriptors_and_taps_once(fake_cupy, monkeypatch):
     descs = host[:head].view(kblur.BLUR_DESC)
     np.testing.assert_array_equal(host[head:].view(np.float32), plan.flat)
     assert descs["win_size"].tolist() == [11] * 8 and cupy.COUNTS["launch"] == 2
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.float32([0.299, 0.587, 0.114]),
+        np.arange(6, dtype=np.int16).reshape(2, 3),
+        np.array([True, False, True]),
+        np.float16([1.5, 2.5, 3.5]),
+    ],
+    ids=lambda v: v.dtype.name,
+)
+def test_cpu_constant_operand_of_a_gpu_expression_is_made_on_the_gpu(fake_cupy, value, monkeypatch):
+    """``gpu_node * types.Constant(array)``: the constant is made on the GPU (its value, type
+    and layout), uploaded once, instead of a CPU constant copied every iteration; as many nodes
+    as with the copy (the random seeds stay)."""
+    from dlpipe import Pipeline, fn, types
+
+    def build():
+        pipe = Pipeline(batch_size=2, num_threads=1, device_id=0, seed=3)
+        with pipe:
+            x = fn.external_source(source=lambda: [np.zeros(value.shape, np.float32)] * 2)
+            pipe.set_outputs(x.gpu() * types.Constant(value, layout="AB"[: value.ndim]))
+        pipe.build()
+        return pipe
+
+    pipe = build()
+    ops = [n.op for n in pipe._ops]
+    gpu = [op for op in ops if op.schema == "constant" and op.device == "gpu"]
+    copies = [n for n in pipe._ops if n.op.schema == "_copy_to_gpu"]
+    assert len(gpu) == 1 and len(copies) == 1  # the copy is the external source's
+    assert copies[0].inputs[0].source.op.schema == "external_source"
+    assert gpu[0].value.dtype == value.dtype and gpu[0].layout == "AB"[: value.ndim]
+    np.testing.assert_array_equal(gpu[0].value, value)
+    for _ in range(3):
+        pipe.run()
+    assert gpu[0]._gpu_value is not None
+    first = gpu[0]._gpu_value
+    pipe.run()
+    assert gpu[0]._gpu_value is first  # uploaded once
+    from dlpipe.operators import arithmetic
+
+    monkeypatch.setattr(arithmetic, "_on_gpu", lambda x: x.gpu())
+    assert len(build()._ops) == len(pipe._ops)

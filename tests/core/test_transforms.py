@@ -223,3 +223,52 @@ def test_run_time_errors():
         run(TransformScale, (np.zeros((2, 3), np.float64),), scale=[1, 2])
     with pytest.raises(ArgumentError, match="shape \\(2, 2\\)"):
         run(TransformScale, (np.zeros((2, 2), np.float32),), scale=[1, 2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_shear_and_translation_batches_equal_their_samples(dtype):
+    """Per-sample shears and offsets (automatic augmentation's warps) run batch-wise: each row
+    equals the per-sample matrix bit for bit; what the batch path does not take (a center,
+    angles, offsets of mixed lengths) goes through the per-sample path, its errors too."""
+    rng = np.random.default_rng(2)
+    n = 9
+
+    def rows(size):
+        return [(rng.uniform(-3, 3, size) * 7).astype(dtype) for _ in range(n)]
+
+    cases = [
+        (TransformShear(), {"shear": rows(2)}),
+        (TransformShear(center=[1.0, 2.0]), {"shear": rows(2)}),
+        (TransformShear(), {"angles": [np.clip(r, -89, 89) for r in rows(2)]}),
+        (TransformTranslation(), {"offset": rows(2)}),
+        (TransformTranslation(), {"offset": rows(3)}),
+        (TransformTranslation(), {"offset": rows(1)}),
+    ]
+    for op, args in cases:
+        (got,) = op.run_batch_cpu((), args, None)
+        want = [op.run_sample((), {k: v[i] for k, v in args.items()}, None) for i in range(n)]
+        assert len(got) == n
+        for g, w in zip(got, want, strict=True):
+            g = np.asarray(g)
+            assert g.dtype == w.dtype == np.float32 and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+    mixed = {"offset": [np.float32([1, 2]), np.float32([1, 2, 3])]}
+    (got,) = TransformTranslation().run_batch_cpu((), mixed, None)
+    assert [np.asarray(g).shape for g in got] == [(2, 3), (3, 4)]
+    with pytest.raises(ArgumentError, match="D\\*\\(D-1\\)") as e:
+        TransformShear().run_batch_cpu((), {"shear": [np.float32([1, 2]), np.float32([1])]}, None)
+    assert e.value.sample_index == 1
+
+
+def test_shear_of_drawn_factors_runs_batch_wise_in_a_pipeline():
+    pipe = Pipeline(batch_size=6, num_threads=1, device_id=None, seed=4)
+    with pipe:
+        f = fn.random.uniform(range=[-0.5, 0.5], shape=[2])
+        pipe.set_outputs(fn.transforms.shear(shear=f), f)
+    pipe.build()
+    node = next(n for n in pipe._ops if n.op.schema == "transforms.shear")
+    assert node.op.batch_level_in(node)
+    mats, factors = pipe.run()
+    for i in range(6):
+        s = np.asarray(factors.at(i))
+        np.testing.assert_array_equal(mats.at(i), np.float32([[1, s[0], 0], [s[1], 1, 0]]))

@@ -104,6 +104,42 @@ def test_warp_affine_batch_params_equal_per_sample(inverse_map):
         np.testing.assert_array_equal(np.asarray(sizes), np.asarray(want_sizes))
 
 
+@pytest.mark.parametrize("layout", ["HWC", "FHWC"])
+def test_fused_warp_batch_params_equal_each_kinds_operator(layout):
+    """``_warp_fused`` (the automatic augmentations' warps and rotation in one operator): each
+    sample's matrix and size are those of ``warp_affine(inverse_map=False)`` or
+    ``rotate(keep_size=True)`` over the same samples, in the batched and per-sample paths."""
+    from dlpipe.operators.warp_fused import WarpFused
+
+    rng = np.random.default_rng(6)
+    n = 40
+    hw = rng.integers(5, 300, (n, 2))
+    shapes = hw if layout == "HWC" else np.c_[rng.integers(1, 4, n), hw]
+    shapes = np.c_[shapes, np.full(n, 3)].astype(np.int64)
+    kinds = rng.integers(0, 2, n).astype(np.int32)
+    m = rng.uniform(-1, 1, (n, 2, 3)).astype(np.float32) + np.eye(2, 3, dtype=np.float32)
+    angles = rng.uniform(-135, 135, n).astype(np.float32)
+    args = {"matrix": list(m), "angle": list(angles), "kind": list(kinds)}
+    op = WarpFused(fill_value=128)
+    op.output_layouts([layout])
+    mats, sizes = op._batch_params((None,), args, shapes, None)
+    per_mats, per_sizes = _per_sample(op, args, shapes)
+    np.testing.assert_array_equal(mats, per_mats)
+    np.testing.assert_array_equal(np.asarray(sizes), np.asarray(per_sizes))
+    affine = WarpAffine(inverse_map=False, fill_value=128)
+    rotate = Rotate(keep_size=True, fill_value=128)
+    for each in (affine, rotate):
+        each.output_layouts([layout])
+    for k, each, name, values in ((0, affine, "matrix", m), (1, rotate, "angle", angles)):
+        sel = np.flatnonzero(kinds == k)
+        want_mats, want_sizes = each._batch_params(
+            (None,), {name: list(values[sel])}, shapes[sel], None
+        )
+        np.testing.assert_array_equal(mats[sel], want_mats)
+        np.testing.assert_array_equal(sizes[sel], np.asarray(want_sizes))
+    assert 0 < len(np.flatnonzero(kinds)) < n
+
+
 def test_warp_affine_batch_params_leave_bad_samples_to_the_per_sample_path():
     from dlpipe import ArgumentError
 

@@ -203,6 +203,42 @@ def test_automatic_augmentations_gpu_match_cpu(kind):
         _close(g, c, 2)  # up to two steps, each within one of the CPU
 
 
+def test_lookup_rows_gpu_matches_cpu():
+    """``_lookup_rows`` (the automatic augmentations' value-wise maps, fused by ``select``):
+    a table row per sample (or one for all), ragged and empty samples, a strided input, videos,
+    equal to the CPU's and to numpy, batch after batch."""
+    from dlpipe.graph import _call_operator
+
+    rng = np.random.default_rng(7)
+    table = rng.integers(0, 256, (5, 256)).astype(np.uint8)
+    shapes = [(17, 23, 3), (1, 1, 3), (0, 4, 3), (40, 9, 3)]
+    imgs = [rng.integers(0, 256, s).astype(np.uint8) for s in shapes]
+    videos = [rng.integers(0, 256, (2, 5 + k, 6, 3)).astype(np.uint8) for k in range(4)]
+    rows = [np.int32(r) for r in (4, 0, 2, 3)]
+
+    def lut(data, row):
+        return _call_operator("_lookup_rows", (data,), {"table": table, "row": row})[0]
+
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=1)
+    with pipe:
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        v = fn.external_source(source=lambda: videos, layout="FHWC")
+        r = fn.external_source(source=lambda: rows)
+        pipe.set_outputs(
+            lut(x.gpu(), r), lut(x, r), lut(x.gpu()[:, 1:], r), lut(x.gpu(), 1), lut(v.gpu(), r)
+        )
+    for _ in range(2):
+        g, c, strided, one, vid = (_host(o) for o in pipe.run())
+        for i, img in enumerate(imgs):
+            want = table[int(rows[i])][img]
+            np.testing.assert_array_equal(c[i], want)
+            np.testing.assert_array_equal(g[i], want)
+            np.testing.assert_array_equal(strided[i], want[:, 1:])
+            np.testing.assert_array_equal(one[i], table[1][img])
+            np.testing.assert_array_equal(vid[i], table[int(rows[i])][videos[i]])
+            assert g[i].dtype == np.uint8 and g[i].shape == img.shape
+
+
 @pytest.mark.parametrize("aug", _AUGS, ids=lambda x: x.name)
 def test_augmentation_on_videos_gpu_matches_cpu(aug):
     rng = np.random.default_rng(6)

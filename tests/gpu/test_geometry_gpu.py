@@ -129,6 +129,48 @@ def test_warp_affine_size_and_matrix_inputs():
         _check(g, c, tol=1)  # device vs host inversion: float32 rounding may differ
 
 
+@pytest.mark.parametrize("fill", [128.0, None])
+def test_fused_warp_matches_cpu_and_its_kinds(fill):
+    """``_warp_fused`` (AutoAugment's shears, translations and rotation as one operator): GPU
+    equal to CPU, and each sample equal to ``warp_affine(inverse_map=False)`` or
+    ``rotate(keep_size=True)`` on the GPU."""
+    from dlpipe.graph import _call_operator
+
+    batches = _images()
+    rng = np.random.default_rng(8)
+    mats = [
+        [
+            rng.uniform(-0.3, 0.3, (2, 3)).astype(np.float32) + np.eye(2, 3, dtype=np.float32)
+            for _ in range(4)
+        ]
+        for _ in range(2)
+    ]
+    angles = [[np.float32(a) for a in rng.uniform(-135, 135, 4)] for _ in range(2)]
+    kinds = [[np.int32(k) for k in (0, 1, 1, 0)], [np.int32(k) for k in (1, 0, 1, 1)]]
+
+    def build(x, m, a, k):
+        kw = dict(matrix=m, angle=a, kind=k, fill_value=fill)
+        fused = _call_operator("_warp_fused", (x,), kw)[0]
+        affine = fn.warp_affine(x, matrix=m, inverse_map=False, fill_value=fill)
+        rotate = fn.rotate(x, angle=a, keep_size=True, fill_value=fill)
+        return fused, affine, rotate
+
+    it = iter(batches)
+    its = [iter(v) for v in (mats, angles, kinds)]
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=5)
+    with pipe:
+        data = fn.external_source(lambda: next(it))
+        args = [fn.external_source(lambda i=i: next(its[i])) for i in range(3)]
+        pipe.set_outputs(*build(data.gpu(), *args), build(data, *args)[0])
+    for b in range(2):
+        fused, affine, rotate, cpu = pipe.run()
+        fused, affine, rotate = fused.as_cpu(), affine.as_cpu(), rotate.as_cpu()
+        _check(fused, cpu)
+        for i, k in enumerate(kinds[b]):
+            want = (affine, rotate)[int(k)]
+            np.testing.assert_array_equal(np.asarray(fused.at(i)), np.asarray(want.at(i)))
+
+
 def test_warp_affine_3d_and_sequences():
     rng = np.random.default_rng(4)
     vols = [

@@ -11,6 +11,7 @@ bin (``2 * bin + sign`` when signs are random), so nothing but an index is compu
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -188,6 +189,81 @@ class Augmentation:
         param_device = self._infer_param_device(data)
         param = self._get_param(magnitude_bin, num_magnitude_bins, param_device)
         op_kwargs = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        self._check_missing(kwargs)
+        return _conditional_call(self.op)(data, param, **op_kwargs)
+
+    # --- warps by a matrix (``augmentations._warp_by``), fused by ``select`` -------------------
+    def warp_settings(self, kwargs: dict) -> tuple | None:
+        """For an op that warps by a matrix (``"affine"``) or the rotation keeping the size
+        (``"rotate"``): ``(kind, fill_value, interp_type)`` it would warp with, given the
+        call's ``kwargs``; None for any other op."""
+        if getattr(self.op, "warp_matrix", None) is not None:
+            kind = "affine"
+        elif getattr(self.op, "warp_rotate", False):
+            kind = "rotate"
+        else:
+            return None
+        defaults = inspect.signature(self.op).parameters
+        extra = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        if kind == "rotate" and not extra.get(
+            "rotate_keep_size", defaults["rotate_keep_size"].default
+        ):
+            return None
+        signed = isinstance(kwargs.get("magnitude_bin"), _SignedMagnitudeBin)
+        if kind == "rotate" and self.randomly_negate and not signed:
+            return None  # its sign is drawn in its own branch (_param_index): not fused
+        fill = extra.get("fill_value", defaults["fill_value"].default)
+        interp = extra.get("interp_type", defaults["interp_type"].default)
+        return kind, fill, interp
+
+    def warp_param(self, data, *, magnitude_bin=None, num_magnitude_bins=None, **kwargs):
+        """The parameter node the op would get (the rotation's angle), as :meth:`__call__`
+        computes it."""
+        param = self._get_param(magnitude_bin, num_magnitude_bins, self._infer_param_device(data))
+        self._check_missing(kwargs)
+        return param
+
+    def warp_matrix(self, data, *, magnitude_bin=None, num_magnitude_bins=None, **kwargs):
+        """The matrix node the op would warp ``data`` with (what :meth:`__call__` computes
+        before the ``warp_affine``), for an op that :meth:`warp_settings` describes.
+
+        Raises:
+            MissingArgException: as :meth:`__call__`.
+        """
+        param_device = self._infer_param_device(data)
+        param = self._get_param(magnitude_bin, num_magnitude_bins, param_device)
+        self._check_missing(kwargs)
+        extra = filter_extra_accepted_kwargs(self.op, kwargs, 2)
+        extra.pop("fill_value", None)
+        extra.pop("interp_type", None)
+        return self.op.warp_matrix(param, **extra)
+
+    # --- value-wise maps (``augmentations._lookup_by``), fused by ``select`` ------------------
+    def lookup_table(self, magnitude_bin=None, num_magnitude_bins=None) -> np.ndarray | None:
+        """For an op that maps each uint8 value on its own: its tables, one 256-value row per
+        row of :meth:`_param_rows` (made when the graph is built); None for any other op, or
+        parameters that are not one value each (a custom ``mag_to_param``)."""
+        table = getattr(self.op, "point_table", None)
+        if table is None:
+            return None
+        try:
+            rows = self._param_rows(magnitude_bin, num_magnitude_bins)
+        except ArgumentError:  # the op's own call tells what is wrong
+            return None
+        if rows is None:
+            return np.asarray(table(None))[None]
+        if rows.ndim != 1:
+            return None
+        tables = np.stack([np.asarray(table(r)) for r in rows])
+        return tables if tables.dtype == np.uint8 and tables.shape[1:] == (256,) else None
+
+    def lookup_row(self, magnitude_bin=None, num_magnitude_bins=None):
+        """Each sample's row of :meth:`lookup_table`: a node, or an int for every sample."""
+        if self._get_magnitudes(num_magnitude_bins) is None:
+            return 0
+        return self._param_index(magnitude_bin)
+
+    def _check_missing(self, kwargs: dict) -> None:
         missing = get_missing_kwargs(self.op, kwargs, 2)
         if missing:
             raise MissingArgException(
@@ -197,7 +273,6 @@ class Augmentation:
                 augmentation=self,
                 missing_args=missing,
             )
-        return _conditional_call(self.op)(data, param, **op_kwargs)
 
     # --- configuration ------------------------------------------------------------------------
     @property
@@ -323,6 +398,19 @@ class Augmentation:
         return np.linspace(lo, hi, num_magnitude_bins, dtype=np.float32)
 
     def _get_param(self, magnitude_bin, num_magnitude_bins, param_device):
+        rows = self._param_rows(magnitude_bin, num_magnitude_bins)
+        if rows is None:
+            return None
+        index = self._param_index(magnitude_bin)
+        if isinstance(index, int):
+            return types.Constant(rows[index], device=param_device)
+        return types.Constant(rows, device=param_device)[index]
+
+    def _param_rows(self, magnitude_bin, num_magnitude_bins) -> np.ndarray | None:
+        """The parameters the samples pick from, one row per choice (computed when the graph
+        is built; no node is made): per signed magnitude (``2 * bin + sign``) when
+        ``randomly_negate``, else per bin; one row when the bin is an int. None for an
+        augmentation without magnitudes."""
         magnitudes = self._get_magnitudes(num_magnitude_bins)
         if magnitudes is None:
             return None
@@ -332,6 +420,19 @@ class Augmentation:
                 "it requires `magnitude_bin` parameter to select the magnitude from the "
                 f"`mag_range`.\nError in augmentation: {self}."
             )
+        b = magnitude_bin.bin if isinstance(magnitude_bin, _SignedMagnitudeBin) else magnitude_bin
+        if self.randomly_negate:
+            if isinstance(b, int):
+                magnitudes = [magnitudes[b]]
+            signed = _SignedMagnitudeBin._remap_to_signed_magnitudes(magnitudes)
+            return self._map_mags_to_params(signed)
+        if isinstance(b, int):
+            return self._map_mag_to_param(magnitudes[b])[None]
+        return self._map_mags_to_params(magnitudes)
+
+    def _param_index(self, magnitude_bin):
+        """Each sample's row of :meth:`_param_rows`: a node, or an int for every sample (a
+        random sign is drawn here when ``randomly_negate`` gets an unsigned bin)."""
         if self.randomly_negate and not isinstance(magnitude_bin, _SignedMagnitudeBin):
             magnitude_bin = signed_bin(magnitude_bin)
             warnings.warn(
@@ -342,21 +443,11 @@ class Augmentation:
                 "augmentations, it is better to call `signed_magnitude_bin = "
                 "signed_bin(magnitude_bin)` before the split and pass the signed bins instead.",
                 Warning,
-                stacklevel=3,
+                stacklevel=4,
             )
         if self.randomly_negate:
             if isinstance(magnitude_bin.bin, int):
-                magnitudes = [magnitudes[magnitude_bin.bin]]
-                index = magnitude_bin.random_sign
-            else:
-                index = magnitude_bin.signed_magnitude_idx
-            signed = _SignedMagnitudeBin._remap_to_signed_magnitudes(magnitudes)
-            table = types.Constant(self._map_mags_to_params(signed), device=param_device)
-            return table[index]
-        bin_idx = (
-            magnitude_bin.bin if isinstance(magnitude_bin, _SignedMagnitudeBin) else magnitude_bin
-        )
-        if isinstance(bin_idx, int):
-            return types.Constant(self._map_mag_to_param(magnitudes[bin_idx]), device=param_device)
-        table = types.Constant(self._map_mags_to_params(magnitudes), device=param_device)
-        return table[bin_idx]
+                return magnitude_bin.random_sign
+            return magnitude_bin.signed_magnitude_idx
+        b = magnitude_bin.bin if isinstance(magnitude_bin, _SignedMagnitudeBin) else magnitude_bin
+        return 0 if isinstance(b, int) else b

@@ -255,3 +255,34 @@ def test_an_epoch_left_early_does_not_leak_into_the_next():
                 np.testing.assert_array_equal(out.numpy(), np.stack([idx.numpy()] * 2, 1))
                 if epoch < 2 and step == 1:
                     break  # leave batches in flight
+
+
+def test_proxy_reachable_from_the_plugin_as_in_dali():
+    """DALI 2.4's ``nvidia.dali.plugin.pytorch`` brings ``experimental.proxy`` with it: here
+    ``dlpipe.plugins.pytorch.experimental.proxy`` is reached the same ways, imported only when
+    first used (a fresh interpreter: the plugin's import does not load it)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import dlpipe.plugins.pytorch as p
+assert "dlpipe.plugins.pytorch.experimental" not in sys.modules
+assert "dlpipe.plugins.pytorch.experimental.proxy" not in sys.modules
+server = p.experimental.proxy.DALIServer
+from dlpipe.plugins.pytorch.experimental import proxy
+from dlpipe.plugins.pytorch import experimental
+import dlpipe.plugins.pytorch.experimental.proxy as direct
+assert server is proxy.DALIServer is direct.DALIServer and experimental is p.experimental
+assert {"DALIServer", "DataLoader"} <= set(proxy.__all__)
+for missing in (p, experimental):
+    try:
+        missing.DALIProxy
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError(missing)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
