@@ -104,8 +104,11 @@ class CopyToGpu(Operator):
         offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
         total = int(offsets[-1] + sizes[-1])
         pinned = _pinned((max(total, 1),), np.uint8)
-        for a, off, sz in zip(samples, offsets, sizes, strict=True):
-            pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        if total:  # the offsets are multiples of the item size: copy as the samples' type
+            typed = pinned.view(dtype)
+            starts = (offsets // dtype.itemsize).tolist()
+            for a, start in zip(samples, starts, strict=True):
+                typed[start : start + a.size] = a.reshape(-1)
         flat = self._upload(pinned, stream)
         ndim = samples[0].ndim
         shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
