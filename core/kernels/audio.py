@@ -41,9 +41,9 @@ def contiguous(inputs):
     """The batch as a SampleList of C-contiguous samples (copied when strided).
 
     A batch found C-contiguous is marked so (``_c_order``; a SampleList's arrays are never
-    changed in place): the speech operators check their input and their launchers check it
-    again, 7 checks of ragged batches per Jasper batch on the GPU stage's thread, 4 of them
-    needed."""
+    changed in place), as are ``alloc_batch``'s ragged outputs: the speech operators check
+    their input and their launchers check it again, 7 checks of ragged batches per Jasper
+    batch on the GPU stage's thread, each ~15 us, where one (the dithered audio) is left."""
     import cupy
 
     from ..tensors_gpu import SampleList
