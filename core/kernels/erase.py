@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, c_contiguous
 
 ERASE_DESC = np.dtype(
     [("in_ptr", "<i8"), ("out_ptr", "<i8"), ("n", "<i8"), ("ndim", "<i8"), ("shape", "<i8", (5,))]
@@ -55,12 +55,13 @@ def erase_batch(inputs, regions, fills, cdim, stream=None):
     n = len(s)
     if n == 0:
         return s
-    if not all(a.flags.c_contiguous for a in s):
+    # from the strides, not each sample's CuPy array (made on first access: a CuPy array and
+    # its memory pointer per sample, every batch); stricter than CuPy's flag on extent-1 axes,
+    # where the copy holds the same values
+    if not c_contiguous(s):
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
     out = alloc_batch(s.shapes, s.dtype, s.device_id)
-    d, table, vals = erase_tables(
-        [tuple(int(v) for v in sh) for sh in s.shapes], regions, fills, cdim
-    )
+    d, table, vals = erase_tables(s.shapes.tolist(), regions, fills, cdim)
     d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
     block = 256
     grid = (max(1, min(int((d["n"].max() + block - 1) // block), 8192)), 1, n)
