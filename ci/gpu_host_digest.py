@@ -4,6 +4,7 @@ block, arguments) of ``ci/gpu_host_model.py``'s pipelines, run against the stand
 (``ci/fake_cupy``).
 
     python3 ci/gpu_host_digest.py --aug autoaugment --iters 4
+    python3 ci/gpu_host_digest.py --graph speech --aug val
 
 Two checkouts that print the same digest give the kernels the same inputs, batch after batch
 (the stand-in's addresses are deterministic): a host-side refactoring that keeps the digest
@@ -48,16 +49,21 @@ def record(log: list) -> None:
 
 
 def main() -> None:
-    from gpu_host_model import build
+    from gpu_host_model import build, build_speech
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment"], default="autoaugment")
+    ap.add_argument("--graph", choices=["efficientnet", "speech"], default="efficientnet")
+    ap.add_argument("--aug", choices=["autoaugment", "trivialaugment", "train", "val"],
+                    default="autoaugment", help="efficientnet: the policy; speech: the split")  # fmt: skip
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
     log: list[bytes] = []
     record(log)
-    pipe = build(args.aug, args.batch)
+    if args.graph == "speech":  # DLE's Jasper GPU part, its batch of 32 unless told
+        pipe = build_speech(args.aug == "train", 32 if args.batch == 64 else args.batch)
+    else:
+        pipe = build(args.aug, args.batch)
     for _ in range(args.iters):
         pipe.run()
     digest = hashlib.sha256(b"".join(log)).hexdigest()

@@ -82,7 +82,9 @@ def alloc_batch(shapes: np.ndarray, dtype, device_id: int):
     offsets, total, strides = ragged_layout(shapes, dtype.itemsize)
     flat = cupy.empty(total, np.uint8)
     ptrs = offsets + np.uint64(flat.data.ptr)
-    return SampleList.of_arrays(dtype, ptrs, shapes, strides.copy(), flat, device_id)
+    out = SampleList.of_arrays(dtype, ptrs, shapes, strides.copy(), flat, device_id)
+    out._c_order = True  # C strides by construction: ``audio.contiguous`` skips its check
+    return out
 
 
 _LAYOUTS: dict = {}  # (shapes' bytes, ndim, itemsize) -> ragged_layout's result

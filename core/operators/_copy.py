@@ -78,6 +78,7 @@ class CopyToGpu(Operator):
     def run_batch(self, inputs, args, params, stream):
         import cupy
 
+        from ..kernels._batch import c_strides
         from ..tensors_gpu import SampleList
 
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
@@ -95,25 +96,26 @@ class CopyToGpu(Operator):
         if len(dtypes) > 1:
             raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
         dtype = samples[0].dtype
-        if len({a.shape for a in samples}) == 1:
+        shape_list = [a.shape for a in samples]
+        if len(set(shape_list)) == 1:
             pinned = _pinned((n, *samples[0].shape), dtype)
             np.stack(samples, out=pinned)
             return SampleList.from_dense(self._upload(pinned, stream))
-        sizes = np.array([a.nbytes for a in samples], np.int64)
+        ndim = samples[0].ndim
+        shapes = np.array(shape_list, np.int64).reshape(n, ndim)
+        sizes = shapes.prod(axis=1) * dtype.itemsize
         offsets = np.zeros(n, np.int64)
         offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
         total = int(offsets[-1] + sizes[-1])
         pinned = _pinned((max(total, 1),), np.uint8)
-        for a, off, sz in zip(samples, offsets, sizes, strict=True):
-            pinned[off : off + sz] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        if total:  # the offsets are multiples of the item size: copy as the samples' type
+            typed = pinned.view(dtype)
+            starts = (offsets // dtype.itemsize).tolist()
+            for a, start in zip(samples, starts, strict=True):
+                typed[start : start + a.size] = a.reshape(-1)
         flat = self._upload(pinned, stream)
-        ndim = samples[0].ndim
-        shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
-        strides = np.ones_like(shapes)
-        if ndim > 1:
-            strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
         ptrs = np.uint64(flat.data.ptr) + offsets.astype(np.uint64)
-        return SampleList(dtype, ptrs, shapes, strides, flat, flat.device.id)
+        return SampleList.of_arrays(dtype, ptrs, shapes, c_strides(shapes), flat, flat.device.id)
 
 
 def _copy_on_device(samples: list, stream):

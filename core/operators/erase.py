@@ -190,6 +190,55 @@ class Erase(Operator):
             shape, axes, anchor, extent, self.norm_anchor, self.norm_shape, self.centered
         )
 
+    def _batch_boxes(self, shapes: np.ndarray, args: dict):
+        """``erase_regions`` of every sample at once, as (begins, ends) int64 (N, regions,
+        ndim) arrays, when every sample has as many anchor and shape values (a multiple of the
+        axes) and they are finite: the same float32 arithmetic, elementwise. None otherwise
+        (the per-sample path then computes the regions, or raises its errors)."""
+        n, ndim = shapes.shape
+        anchors = self._stacked("anchor", args, n)
+        extents = self._stacked("shape", args, n)
+        if anchors is None or extents is None:
+            return None
+        if anchors.shape[1] == 0 and extents.shape[1]:
+            anchors = np.zeros_like(extents)
+        axes = self.sample_axes(ndim)
+        naxes = len(axes)
+        if anchors.shape != extents.shape or extents.shape[1] % naxes:
+            return None
+        nreg = extents.shape[1] // naxes
+        size = shapes[:, axes].astype(np.float32)[:, None, :]  # (N, 1, naxes)
+        a = anchors.reshape(n, nreg, naxes)
+        e = extents.reshape(n, nreg, naxes)
+        if self.norm_anchor:
+            a = a * size
+        if self.norm_shape:
+            e = e * size
+        if self.centered:
+            a = a - e / np.float32(2)
+        first, last = np.trunc(a), np.trunc(a + e)
+        if not (np.isfinite(first).all() and np.isfinite(last).all()):
+            return None
+        if max(np.abs(first).max(initial=0), np.abs(last).max(initial=0)) >= 2.0**62:
+            return None
+        begins = np.zeros((n, nreg, ndim), np.int64)
+        ends = np.broadcast_to(shapes[:, None, :], (n, nreg, ndim)).copy()
+        for j, axis in enumerate(axes):  # in order: a repeated axis takes its last values
+            hi = shapes[:, None, axis]
+            begins[:, :, axis] = np.minimum(np.maximum(first[:, :, j].astype(np.int64), 0), hi)
+            ends[:, :, axis] = np.minimum(np.maximum(last[:, :, j].astype(np.int64), 0), hi)
+        return begins, ends
+
+    def _stacked(self, name: str, args: dict, n: int):
+        """``anchor``/``shape`` as float32 (N, values), or None when samples differ in count."""
+        if name not in args:
+            value = self.anchor if name == "anchor" else self.shape
+            return np.broadcast_to(value, (n, value.size))
+        rows = [self._vec(name, v) for v in args[name]]
+        if len({r.size for r in rows}) != 1:
+            return None
+        return np.stack(rows)
+
     def _check(self, dtype, ndim) -> None:
         if np.dtype(dtype) not in _TYPES:
             raise ArgumentError(f"{self.schema}: input type {np.dtype(dtype)} is not supported")
@@ -228,6 +277,10 @@ class Erase(Operator):
         n = len(s)
         ndim = s.shapes.shape[1] if n else 1
         self._check(s.dtype, ndim)
+        boxes = self._batch_boxes(s.shapes, args) if n and self.fill.size == 1 else None
+        if boxes is not None:  # the same number of regions in every sample, fill not per channel
+            fill = self.fill_values(s.dtype, s.shapes[0].tolist())
+            return erase_batch(s, boxes, [fill] * n, self.channel_dim(), stream=stream)
         regions, fills = [], []
         for i in range(n):
             shape = [int(v) for v in s.shapes[i]]

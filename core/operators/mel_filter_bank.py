@@ -110,6 +110,7 @@ def mel_weights(
             w[up, k] += (_F(1) - weights_down[k]) * norm[up]
         if up >= 1:
             w[up - 1, k] += weights_down[k] * norm[up - 1]
+    w.setflags(write=False)  # memoised and shared; the GPU launcher memoises its device copy
     return w
 
 

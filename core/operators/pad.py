@@ -42,6 +42,13 @@ def padded_shapes(in_shapes, axes, shapes, aligns, who: str = "pad") -> np.ndarr
     if not len(in_shapes):
         return out
     largest = in_shapes.max(axis=0)
+    if _same_for_all(shapes) and _same_for_all(aligns):
+        return _padded_shapes_uniform(in_shapes, out, largest, axes, shapes, aligns, who)
+    return _padded_shapes_loop(in_shapes, out, largest, axes, shapes, aligns, who)
+
+
+def _padded_shapes_loop(in_shapes, out, largest, axes, shapes, aligns, who) -> np.ndarray:
+    """``padded_shapes`` sample by sample (per-sample ``shape``/``align`` argument inputs)."""
     for i in range(len(in_shapes)):
         req = shapes[i] if shapes is not None else None
         if req is not None and len(req) != len(axes):
@@ -64,6 +71,31 @@ def padded_shapes(in_shapes, axes, shapes, aligns, who: str = "pad") -> np.ndarr
             if al is not None and len(al):
                 extent = _aligned(extent, int(al[0] if len(al) == 1 else al[k]))
             out[i, axis] = extent
+    return out
+
+
+def _same_for_all(per_sample) -> bool:
+    """Whether ``per_sample`` (a list, or None) holds one object for every sample: the
+    operator's static ``shape``/``align``, as ``Pad._per_sample`` repeats them."""
+    return per_sample is None or all(v is per_sample[0] for v in per_sample)
+
+
+def _padded_shapes_uniform(in_shapes, out, largest, axes, shapes, aligns, who) -> np.ndarray:
+    """``padded_shapes`` when every sample has the same ``shape`` and ``align`` (or none):
+    the same checks, once, and the extents as array arithmetic rather than a loop over the
+    samples (Jasper's pad of 32 spectrograms, every batch, on the GPU stage's thread)."""
+    req = shapes[0] if shapes is not None else None
+    al = aligns[0] if aligns is not None else None
+    # the loop's checks, on the first sample (the others have the same arguments)
+    _padded_shapes_loop(in_shapes[:1], out[:1].copy(), largest, axes, shapes, aligns, who)
+    for k, axis in enumerate(axes):
+        target = int(req[k]) if req is not None and req[k] > 0 else int(largest[axis])
+        extent = np.maximum(in_shapes[:, axis], target)
+        if al is not None and len(al):
+            a = int(al[0] if len(al) == 1 else al[k])
+            rem = extent % a
+            extent = extent + np.where(rem != 0, a - rem, 0)
+        out[:, axis] = extent
     return out
 
 

@@ -137,6 +137,19 @@ class Spectrogram(Operator):
             )
         return nwin
 
+    def _batch_nwindows(self, shapes: np.ndarray) -> np.ndarray:
+        """The windows of every sample of ``shapes`` (N, ndim), int64: array arithmetic when
+        every sample is a 1-D signal long enough, else the per-sample checks raise the error."""
+        lengths = shapes.prod(axis=1)
+        is_1d = ((shapes == 1) | (shapes == lengths[:, None])).all(axis=1)
+        span = lengths if self.centered else lengths - self.window_length
+        nwins = np.where(span >= 0, span // self.window_step + 1, 0)
+        if len(shapes) and (is_1d.all() and (nwins > 0).all() and (lengths > 0).all()):
+            return nwins
+        for shape in shapes.tolist():  # raises for the first sample that fails
+            self.nwindows(signal_1d(np.empty(shape, np.bool_), self.schema).size)
+        return nwins
+
     def frame_indices(self, length: int) -> tuple[np.ndarray, np.ndarray | None]:
         """(indices, valid) of every window's samples, (windows, window_length); ``valid`` is
         None when every index is inside the signal (or reflected into it)."""
@@ -197,10 +210,7 @@ class Spectrogram(Operator):
         s = contiguous(inputs[0])
         if len(s) and s.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")
-        nwins = []
-        for shape in s.shape_list():
-            length = signal_1d(np.empty(shape, np.bool_), self.schema).size
-            nwins.append(self.nwindows(length))
+        nwins = self._batch_nwindows(s.shapes)
         return spectrogram_batch(
             s,
             nwins,

@@ -3,6 +3,8 @@ to_decibels, mfcc, each against a numpy/scipy reference written here."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from audio_data import run, speech_like, tone
@@ -407,3 +409,32 @@ def test_chain_through_ops_api():
         pipe.set_outputs(c)
     (c,) = pipe.run()
     assert c.at(0).shape == (13, 21) and c.layout() == "ft"
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_spectrogram_batch_window_counts(centered):
+    """The GPU operator's window counts of a whole batch (array arithmetic) equal the
+    per-sample ones, and a batch with a too short or not 1-D sample raises their errors."""
+    from dlpipe.operators.spectrogram import Spectrogram, signal_1d
+
+    op = Spectrogram(window_length=40, window_step=7, center_windows=centered)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        ndim = int(rng.integers(1, 4))
+        shapes = np.ones((int(rng.integers(1, 6)), ndim), np.int64)
+        shapes[:, int(rng.integers(ndim))] = rng.integers(
+            0 if rng.integers(4) else 41, 400, len(shapes)
+        )
+        if rng.integers(6) == 0 and ndim > 1:
+            shapes[0] = 3  # not a 1-D signal
+        try:
+            want = [
+                op.nwindows(signal_1d(np.empty(s, np.bool_), op.schema).size)
+                for s in shapes.tolist()
+            ]
+        except ArgumentError as e:
+            with pytest.raises(ArgumentError, match=re.escape(str(e))):
+                op._batch_nwindows(shapes)
+            continue
+        got = op._batch_nwindows(shapes)
+        assert got.dtype == np.int64 and got.tolist() == want
