@@ -54,15 +54,21 @@ def equalize_descs(
     return d, int(planes.sum())
 
 
+def _contiguous_in_new_out(inputs, stream):
+    """(the uint8 batch ``inputs``, C-contiguous, copied if need be; a new batch of its
+    shapes for the output)."""
+    s = as_samples(inputs)
+    if not c_contiguous(s):
+        s = copy_batch(s, stream=stream)
+    return s, alloc_batch(s.shapes, np.uint8, s.device_id)
+
+
 @stream_scoped
 def equalize_batch(inputs, geometry, stream=None):
     """Equalize every plane of a uint8 batch; ``geometry`` as in :func:`equalize_descs`."""
     import cupy
 
-    s = as_samples(inputs)
-    if not c_contiguous(s):
-        s = copy_batch(s, stream=stream)
-    out = alloc_batch(s.shapes, np.uint8, s.device_id)
+    s, out = _contiguous_in_new_out(inputs, stream)
     n = len(s)
     if n == 0:
         return out
@@ -93,10 +99,7 @@ def lookup_rows_batch(inputs, table_dev, rows, stream=None):
     """``out = table[rows[k], in]`` for each sample ``k`` of a uint8 batch: a 256-entry lookup
     table per sample, row ``rows[k]`` of ``table_dev`` (a device array of rows of 256 uint8),
     with ``equalize_apply`` (one plane per sample, the plane's table being its row)."""
-    s = as_samples(inputs)
-    if not c_contiguous(s):
-        s = copy_batch(s, stream=stream)
-    out = alloc_batch(s.shapes, np.uint8, s.device_id)
+    s, out = _contiguous_in_new_out(inputs, stream)
     n = len(s)
     if n == 0:
         return out
