@@ -34,6 +34,53 @@ def _stack(values, n: int) -> np.ndarray | None:
     return arr
 
 
+class _Irregular(Exception):
+    """A sample needs the per-sample rules (they raise the error it deserves)."""
+
+
+def named_bounds(vals: dict, ext: np.ndarray, check_non_negative) -> tuple:
+    """(lo, hi) float64 of the window from the named arguments ``vals`` (start/rel_start,
+    end/rel_end/shape/rel_shape: DALI's precedence) on extents ``ext``: one sample's (k,) or a
+    batch's rows. ``check_non_negative(name, values)`` is called on a shape before it is used.
+    ``Slice._named`` (per sample, raising) and :func:`batch_windows` share it."""
+    lo = np.zeros_like(ext)
+    if "start" in vals:
+        lo = vals["start"]
+    elif "rel_start" in vals:
+        lo = vals["rel_start"] * ext
+    if "end" in vals:
+        hi = vals["end"]
+    elif "rel_end" in vals:
+        hi = vals["rel_end"] * ext
+    elif "shape" in vals:
+        check_non_negative("shape", vals["shape"])
+        hi = lo + vals["shape"]
+    elif "rel_shape" in vals:
+        check_non_negative("rel_shape", vals["rel_shape"])
+        if "rel_start" in vals:
+            hi = (vals["rel_start"] + vals["rel_shape"]) * ext
+        else:
+            hi = lo + vals["rel_shape"] * ext
+    else:
+        hi = ext.copy()
+    return lo, hi
+
+
+def positional_bounds(a, s, ext, rel_a: bool, rel_s: bool) -> tuple:
+    """(lo, hi) float64 of the window from the anchor ``a`` and shape ``s`` inputs (float64,
+    relative to ``ext`` where ``rel_a`` / ``rel_s``); shared as :func:`named_bounds` is."""
+    if rel_a and rel_s:
+        return a * ext, (a + s) * ext
+    a = a * ext if rel_a else a
+    s = s * ext if rel_s else s
+    return a, a + s
+
+
+def _refuse_negative(name: str, v: np.ndarray) -> None:
+    if (v < 0).any():
+        raise _Irregular
+
+
 def _named(op, ext: np.ndarray, args: dict) -> tuple | None:
     """(lo, hi) float64 (n, k) from the named arguments, as ``Slice._named`` per sample."""
     n, k = ext.shape
@@ -50,28 +97,10 @@ def _named(op, ext: np.ndarray, args: dict) -> tuple | None:
         vals[name] = rows
     if any(v.shape[1] != k for v in vals.values()):
         return None
-    lo = np.zeros((1, k))
-    if "start" in vals:
-        lo = vals["start"]
-    elif "rel_start" in vals:
-        lo = vals["rel_start"] * ext
-    if "end" in vals:
-        hi = vals["end"]
-    elif "rel_end" in vals:
-        hi = vals["rel_end"] * ext
-    elif "shape" in vals:
-        if (vals["shape"] < 0).any():
-            return None
-        hi = lo + vals["shape"]
-    elif "rel_shape" in vals:
-        if (vals["rel_shape"] < 0).any():
-            return None
-        if "rel_start" in vals:
-            hi = (vals["rel_start"] + vals["rel_shape"]) * ext
-        else:
-            hi = lo + vals["rel_shape"] * ext
-    else:
-        hi = ext
+    try:
+        lo, hi = named_bounds(vals, ext, _refuse_negative)
+    except _Irregular:
+        return None
     return np.broadcast_to(lo, (n, k)), np.broadcast_to(hi, (n, k))
 
 
@@ -89,12 +118,7 @@ def _positional(op, ext: np.ndarray, anchors, shapes) -> tuple | None:
     is_float = a.dtype.kind == "f"
     rel_a = is_float and op.normalized_anchor
     rel_s = is_float and op.normalized_shape
-    a, s = a.astype(np.float64), s.astype(np.float64)
-    if rel_a and rel_s:
-        return a * ext, (a + s) * ext
-    a = a * ext if rel_a else a
-    s = s * ext if rel_s else s
-    return a, a + s
+    return positional_bounds(a.astype(np.float64), s.astype(np.float64), ext, rel_a, rel_s)
 
 
 def batch_windows(op, in_shapes: np.ndarray, inputs: tuple, args: dict) -> tuple | None:

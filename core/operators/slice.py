@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ._slice_windows import batch_windows
+from ._slice_windows import batch_windows, named_bounds, positional_bounds
 from ._tensor_args import (
     DEFAULT_LAYOUTS,
     axes_from_names,
@@ -303,11 +303,7 @@ class Slice(Operator):
         is_float = anchor.dtype.kind == "f"
         rel_a = is_float and self.normalized_anchor
         rel_s = is_float and self.normalized_shape
-        if rel_a and rel_s:
-            return a * ext, (a + s) * ext
-        a = a * ext if rel_a else a
-        s = s * ext if rel_s else s
-        return a, a + s
+        return positional_bounds(a, s, ext, rel_a, rel_s)
 
     def _named(self, in_shape, axes, args: dict) -> tuple:
         vals = dict(self.named)
@@ -317,26 +313,7 @@ class Slice(Operator):
         for k, v in vals.items():
             self._arg_count(k, v, n)
         ext = in_shape[axes].astype(np.float64)
-        lo = np.zeros(n)
-        if "start" in vals:
-            lo = vals["start"]
-        elif "rel_start" in vals:
-            lo = vals["rel_start"] * ext
-        if "end" in vals:
-            hi = vals["end"]
-        elif "rel_end" in vals:
-            hi = vals["rel_end"] * ext
-        elif "shape" in vals:
-            self._non_negative("shape", vals["shape"])
-            hi = lo + vals["shape"]
-        elif "rel_shape" in vals:
-            self._non_negative("rel_shape", vals["rel_shape"])
-            if "rel_start" in vals:
-                hi = (vals["rel_start"] + vals["rel_shape"]) * ext
-            else:
-                hi = lo + vals["rel_shape"] * ext
-        else:
-            hi = ext.copy()
+        lo, hi = named_bounds(vals, ext, self._non_negative)
         return np.asarray(lo, np.float64), np.asarray(hi, np.float64)
 
     def _non_negative(self, name: str, v: np.ndarray) -> None:
