@@ -69,7 +69,7 @@ class Samples:
     key: int
     items: list
     want: tuple[int, ...]
-    region: tuple[int, int] = (0, 0)
+    region: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def unpack(reply: object, memory) -> object:
 
 def _copy(dst, src) -> None:
     """``dst[...] = src`` for byte buffers, by numpy: it lets the GIL go while it copies."""
-    dst[...] = np.frombuffer(src, np.uint8) if not isinstance(src, np.ndarray) else src
+    dst[...] = np.frombuffer(src, np.uint8)
 
 
 class Server:
@@ -150,7 +150,7 @@ class Server:
             return None
         items = unpack(msg.items, self.memory)  # copied out: outputs may be views of inputs
         done = self.run(self.chains[msg.key], items, msg.want)
-        return pack(done, self.memory, msg.region if msg.region[1] else None)
+        return pack(done, self.memory, msg.region)
 
     @staticmethod
     def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:

@@ -182,7 +182,7 @@ class HelperProcess:
                 stdout=from_server,
                 pass_fds=pass_fds,
                 start_new_session=True,  # a terminal's Ctrl-C is not sent to it
-                env={**(env or {}), **os.environ} if env else None,
+                env={**env, **os.environ} if env else None,
             )
         except OSError as e:
             os.close(self._w)
