@@ -79,10 +79,18 @@ def alloc_batch(shapes: np.ndarray, dtype, device_id: int):
     if n == 0 or uniform_rows(shapes):
         arr = cupy.empty((n, *shapes[0].tolist()) if n else (0,), dtype)
         return SampleList.from_dense(arr) if n else SampleList.from_arrays([], device_id)
-    offsets, total, strides = ragged_layout(shapes, dtype.itemsize)
-    flat = cupy.empty(total, np.uint8)
+    _, total, _ = ragged_layout(shapes, dtype.itemsize)
+    return packed_batch(cupy.empty(total, np.uint8), shapes, dtype, device_id)
+
+
+def packed_batch(flat, shapes: np.ndarray, dtype, device_id: int):
+    """The SampleList of samples of ``shapes`` (N, ndim) int64 laid out in the device buffer
+    ``flat`` (uint8, at least ``ragged_layout``'s total bytes) as :func:`ragged_layout` places
+    them: what :func:`alloc_batch` allocates, and what ``_copy_to_gpu`` uploads into."""
+    dtype = np.dtype(dtype)
+    offsets, _, strides = ragged_layout(shapes, dtype.itemsize)
     ptrs = offsets + np.uint64(flat.data.ptr)
-    out = SampleList.of_arrays(dtype, ptrs, shapes, strides.copy(), flat, device_id)
+    out = sample_list().of_arrays(dtype, ptrs, shapes, strides.copy(), flat, device_id)
     out._c_order = True  # C strides by construction: ``audio.contiguous`` skips its check
     return out
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from ..graph import Operator, register
 
-_ALIGN = 256
 _CLASS_STEPS = 8  # size classes per power of two: a buffer is at most 1/8 larger than asked
 
 
@@ -78,7 +77,7 @@ class CopyToGpu(Operator):
     def run_batch(self, inputs, args, params, stream):
         import cupy
 
-        from ..kernels._batch import c_strides
+        from ..kernels._batch import packed_batch, ragged_layout
         from ..tensors_gpu import SampleList
 
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
@@ -101,21 +100,16 @@ class CopyToGpu(Operator):
             pinned = _pinned((n, *samples[0].shape), dtype)
             np.stack(samples, out=pinned)
             return SampleList.from_dense(self._upload(pinned, stream))
-        ndim = samples[0].ndim
-        shapes = np.array(shape_list, np.int64).reshape(n, ndim)
-        sizes = shapes.prod(axis=1) * dtype.itemsize
-        offsets = np.zeros(n, np.int64)
-        offsets[1:] = np.cumsum((sizes + _ALIGN - 1) // _ALIGN * _ALIGN)[:-1]
-        total = int(offsets[-1] + sizes[-1])
-        pinned = _pinned((max(total, 1),), np.uint8)
-        if total:  # the offsets are multiples of the item size: copy as the samples' type
-            typed = pinned.view(dtype)
-            starts = (offsets // dtype.itemsize).tolist()
-            for a, start in zip(samples, starts, strict=True):
-                typed[start : start + a.size] = a.reshape(-1)
+        shapes = np.array(shape_list, np.int64).reshape(n, samples[0].ndim)
+        # the device batch's layout (kernels/_batch.ragged_layout: aligned offsets, C strides)
+        offsets, total, _ = ragged_layout(shapes, dtype.itemsize)
+        pinned = _pinned((total,), np.uint8)
+        typed = pinned[: total - total % dtype.itemsize].view(dtype)
+        starts = (offsets // dtype.itemsize).tolist()  # aligned: multiples of the item size
+        for a, start in zip(samples, starts, strict=True):  # copied as the samples' type
+            typed[start : start + a.size] = a.reshape(-1)
         flat = self._upload(pinned, stream)
-        ptrs = np.uint64(flat.data.ptr) + offsets.astype(np.uint64)
-        return SampleList.of_arrays(dtype, ptrs, shapes, c_strides(shapes), flat, flat.device.id)
+        return packed_batch(flat, shapes, dtype, flat.device.id)
 
 
 def _copy_on_device(samples: list, stream):
