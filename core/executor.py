@@ -769,12 +769,12 @@ class Executor:
         (``_sample_processes``): each sample's values from outside the part and its
         parameters. Where no process can be started, the part runs in threads, now and from
         then on, with one warning, and None is returned."""
-        n = ws.batch_size
-        items = []
-        for i in range(n):
-            values = {k: ws.values[dn][i] for k, dn in run.takes}
-            params = [None if ws.params[x] is None else ws.params[x][i] for x in run.nodes]
-            items.append((i, values, params))
+        takes = [(k, ws.values[dn]) for k, dn in run.takes]
+        params = [ws.params[x] for x in run.nodes]
+        items = [
+            (i, {k: v[i] for k, v in takes}, [None if p is None else p[i] for p in params])
+            for i in range(ws.batch_size)
+        ]
         try:
             return self._sample_processes.submit(run, items)
         except HelperStartError as e:
