@@ -40,7 +40,8 @@ libraries' children read it): ``DLPIPE_BENCH_PER_CLASS`` (500: 10,000 images an 
 default of 4 is per GPU of an 8-GPU DGX), ``DLPIPE_BENCH_PROXY_WORKERS`` (8: the proxy's
 DataLoader workers and its pipeline's threads, one ``--workers`` in the example), and for the
 CPU cells ``DLPIPE_BENCH_CPU_PER_CLASS`` (100), ``DLPIPE_BENCH_CPU_BATCH`` (128),
-``DLPIPE_BENCH_CPU_THREADS`` (the cores, at most 16).
+``DLPIPE_BENCH_CPU_THREADS`` (the cores, at most 16). ``DLPIPE_BENCH_PROXY_DEPTH`` sets the
+batches dlpipe's proxy server keeps in flight (an A/B knob).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ CELLS = {
     "effnet-train-autoaugment": ("train", "autoaugment", True),
     "effnet-train-trivialaugment": ("train", "trivialaugment", True),
     "effnet-val": ("val", None, True),
+    # a diagnostic: the training pipeline without its automatic augmentation
+    "effnet-train-disabled": ("train", "disabled", True),
     "cpu-effnet-train-autoaugment": ("train", "autoaugment", False),
     "cpu-effnet-train-trivialaugment": ("train", "trivialaugment", False),
     "cpu-effnet-val": ("val", None, False),
@@ -348,6 +351,9 @@ def rn50_proxy(args) -> None:
         is_training=True,
     )
     server = dali_proxy.DALIServer(train_pipe)
+    depth = os.environ.get("DLPIPE_BENCH_PROXY_DEPTH")  # A/B: the batches the server keeps fed
+    if depth and args.lib == "dlpipe":
+        server._depth = lambda: int(depth)
     dataset = image_folder(
         os.path.join(root, "train"), transform=server.proxy, loader=read_filepath
     )

@@ -404,6 +404,15 @@ class Executor:
         """Iterations scheduled but not yet taken by ``get()``."""
         return self._scheduled
 
+    def capacity(self) -> int:
+        """Iterations this executor works on at once before a stage waits for room: ``depth``
+        finished batches for the consumer, and with lanes ``lanes + decoded_spare`` more
+        decoded or being decoded (``_to_lane``). A caller that feeds its external sources one
+        iteration at a time (the PyTorch proxy) keeps this many scheduled to keep every
+        lane busy: a lane decodes a whole batch, so two iterations in flight leave the
+        third lane idle and each batch waits for one lane's decoding."""
+        return self.depth + (self._decode_ahead if self._mixed_pool is not None else 0)
+
     def get(self) -> tuple:
         """The outputs of the oldest scheduled iteration (blocks until ready)."""
         self._check_open()

@@ -15,7 +15,8 @@ process, on the GPU, with one CUDA context:
   ``deterministic=True``, only when the main process asks for the batch, so the pipeline sees
   the batches in the loader's order).
 * The server's thread feeds each batch to the pipeline's external sources and runs it once
-  (:meth:`Pipeline._run_once`), keeping up to the prefetch depth in flight, and queues the
+  (:meth:`Pipeline._run_once`), keeping as many in flight as the executor works on at once
+  (the prefetch depth, and with decode lanes a batch per lane and its spares), and queues the
   outputs as torch tensors (zero-copy: dlpipe never reuses a batch's memory).
 * :class:`DataLoader` (a torch ``DataLoader`` that also takes the server) replaces the
   placeholders in each batch it yields with those tensors (:meth:`DALIServer.produce_data`),
@@ -393,11 +394,16 @@ class DALIServer:
 
     # --- the server thread ------------------------------------------------------------------
     def _depth(self) -> int:
+        """Iterations the server keeps fed and not yet taken. DALI's proxy keeps the prefetch
+        depth; dlpipe's executor works on more at once where its lanes decode whole batches
+        (``Executor.capacity``), and with only the prefetch depth fed a batch waits for one
+        lane's decoding while the other lanes idle (BENCHMARKS.md "The proxy's batches in
+        flight")."""
         pipe = self._pipe
         if not pipe.exec_pipelined:
             return 1
-        depth = pipe.cpu_queue_size + (pipe.gpu_queue_size if pipe.exec_separated else 0)
-        return max(1, depth)
+        pipe.build()
+        return max(1, pipe._executor.capacity())
 
     def _get_input_batches(self, max_batches: int, timeout: float | None) -> list | None:
         batches = []
