@@ -36,9 +36,9 @@ class RuntimeOptions:
     """How the runtime layer runs a pipeline. Every field has a measured default.
 
     Attributes:
-        read_process: ``readers.file`` reads each batch in helper processes (Linux), so the
-            reads run beside the pipeline's Python threads instead of waiting for the GIL
-            (BENCHMARKS.md, "Read processes × threads").
+        read_process: ``readers.file`` (and ``io.file.read``) reads each batch in helper
+            processes (Linux), so the reads run beside the pipeline's Python threads instead
+            of waiting for the GIL (BENCHMARKS.md, "Read processes × threads").
         read_processes: how many read processes a reader starts; each reads a contiguous part
             of a batch.
         decode_process: each GPU decode lane decodes in a helper process of its own (Linux);

@@ -5,6 +5,12 @@ DALI's convention (``dali/operators/io/file/file_read.cc``): each input sample i
 dtype=np.uint8)`` makes it in an ``external_source``; the output is the file's whole contents
 as a 1-D uint8 tensor. The path ends at its first NUL byte, as DALI's C string does, so paths
 padded with zeros to a common length work too.
+
+A batch's files are read as ``readers.file`` reads them: by its read processes, into shared
+memory, in one request (``readers/_read_process.BatchReads``). Read on the stage thread one
+after another, each file cost ~125 us there while the decode lanes and the GPU stage ran
+Python beside it, and held the PyTorch proxy's pipeline to 17 ms a batch of 128
+(BENCHMARKS.md "The proxy's batches in flight").
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
+from ..readers._read_process import BatchReads
 
 WHO = "io.file.read"
 
@@ -99,15 +106,30 @@ class FileRead(Operator):
 
     schema = "io.file.read"
     ops_name = "Read"
-    light = True  # a file read per sample
+    batch_level = True  # a batch's files in one request to the read processes
 
     def setup(self, *, dont_use_mmap: bool = False, use_o_direct: bool = False) -> None:
         if use_o_direct and not dont_use_mmap:
             raise ArgumentError(f"{WHO}: use_o_direct=True needs dont_use_mmap=True")
         self.use_mmap = not dont_use_mmap
+        self._reads = BatchReads(WHO, self._read_here, _read_error)
+
+    def prepare(self, ctx) -> None:
+        self._reads.configure(ctx.runtime)
 
     def output_layouts(self, input_layouts):
         return [""]
 
-    def run_sample(self, inputs, args, param):
-        return read_whole_file(decode_path(np.asarray(inputs[0])), self.use_mmap)
+    def _read_here(self, path: str) -> np.ndarray:
+        return read_whole_file(os.fsencode(path), self.use_mmap)
+
+    def run_batch_cpu(self, inputs, args, params):
+        paths = [os.fsdecode(decode_path(np.asarray(x))) for x in inputs[0]]
+        return [self._reads.read(paths)]
+
+    def close(self) -> None:
+        self._reads.close()
+
+
+def _read_error(path: str, e: OSError) -> DataNotFoundError:
+    return DataNotFoundError(f"{WHO}: cannot read {path!r}: {e.strerror}")

@@ -25,7 +25,9 @@ from __future__ import annotations
 import collections
 import mmap
 import os
+import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +35,7 @@ import numpy as np
 from .._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all, supported
 from .._ipc.regions import share, unshare
 from .._ipc.slots import SlotPool
-from ..errors import PipelineError
+from ..errors import DlpipeError, PipelineError
 from ._read_server import Done, Read, ReadFailed, TooBig
 
 FIRST_SLOT_BYTES = 16 << 20  # a batch of 128 ImageNet JPEGs takes about 14 MB
@@ -243,3 +245,90 @@ def _close(helpers: list[HelperProcess], memfd: _Memfd) -> None:
     for slot in list(memfd.slots.values()):
         unshare(slot.memory)  # before the fd's number can name another file
     os.close(memfd.fd)  # the mappings stay, each as long as arrays view it
+
+
+_WARNED: list[str] = []  # why read processes could not start here, once said per process
+
+
+class BatchReads:
+    """The files of a batch, for an operator that reads them (``readers.file``, ``readers.coco``,
+    ``io.file.read``): in read processes where they run (a :class:`ReadProcess`, started by
+    the first batch), else in this process, one file after another.
+
+    Args:
+        who: the operator's name, for messages.
+        read_here: reads one file in this process (raises the operator's error).
+        error: the operator's error for a file the read processes could not read (its path
+            and the ``OSError``).
+
+    Invariant: a process uses only read processes it started; a forked child starts its own.
+    """
+
+    def __init__(
+        self,
+        who: str,
+        read_here: Callable[[str], np.ndarray],
+        error: Callable[[str, OSError], DlpipeError],
+    ):
+        self.who, self.read_here, self.error = who, read_here, error
+        self.use_process = available()  # the pipeline's options decide: configure()
+        self.processes = PROCESSES
+        self.process: ReadProcess | None = None
+
+    def configure(self, runtime) -> None:
+        """Take the pipeline's ``RuntimeOptions`` (``read_process``, ``read_processes``)."""
+        self.use_process = runtime.read_process and available()
+        self.processes = runtime.read_processes
+
+    def read(self, paths: list[str]) -> list[np.ndarray]:
+        """The files' bytes, in order, as 1-D uint8 arrays.
+
+        Raises:
+            the operator's error (``error`` / ``read_here``) for the first file that cannot be
+            read, with ``sample_index`` set to its place in ``paths``.
+        """
+        data = None
+        if self.process is not None and self.process.owner != os.getpid():
+            self.process = None  # forked: the parent's read process stays the parent's
+        if self.process is None and self.use_process:
+            try:
+                self.process = ReadProcess(self.who, self.processes)
+            except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
+                self._no_process(e)
+        if self.process is not None:
+            try:
+                data = self.process.read(paths)
+            except HelperStartError as e:  # the servers did not start
+                self.process.close()
+                self.process = None
+                self._no_process(e)
+            if isinstance(data, OSError):
+                err = self.error(data.filename, data)
+                err.sample_index = data.sample_index  # the executor names the sample's file
+                raise err
+        if data is None:
+            data = []
+            for i, path in enumerate(paths):
+                try:
+                    data.append(self.read_here(path))
+                except DlpipeError as e:
+                    e.sample_index = i
+                    raise
+        return data
+
+    def _no_process(self, why: Exception) -> None:
+        """Read in this process from now on; say why once per process."""
+        self.use_process = False
+        if not _WARNED:
+            _WARNED.append(str(why))
+            warnings.warn(
+                f"{self.who}: reading files in the pipeline's process, without read "
+                f"processes: {why}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None

@@ -8,7 +8,6 @@ import fnmatch
 import os
 import re
 import stat
-import warnings
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._argcheck import is_int
-from .._ipc.process import HelperStartError
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
 from . import _read_process
@@ -43,7 +41,6 @@ KNOWN_EXTENSIONS = (
 )
 
 _LIST_LINE = re.compile(r"^(.*?)\s+(\d+)$")
-_WARNED: list[str] = []  # why read processes could not start here, once said
 
 
 def _match(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
@@ -285,15 +282,12 @@ class FileReader(ShardedReader, Operator):
 
     def _init_reading(self) -> None:
         """The reading machinery's state (also for readers built on this one, e.g. COCO's)."""
-        self._use_process = _read_process.available()  # the pipeline's options decide: prepare()
-        self._process: _read_process.ReadProcess | None = None  # started by the first batch
-        self._processes = _read_process.PROCESSES  # how many (the pipeline's options: prepare)
+        self._reads = _read_process.BatchReads(self.schema, read_file, _read_error)
         self._reader: ThreadPoolExecutor | None = None  # reads ahead (prefetch)
         self._ahead: deque = deque()  # (params, future) of reads started ahead, in order
 
     def prepare(self, ctx) -> None:
-        self._use_process = ctx.runtime.read_process and _read_process.available()
-        self._processes = ctx.runtime.read_processes
+        self._reads.configure(ctx.runtime)
 
     def source_info(self, param: int) -> str:
         return self.files[param]
@@ -318,56 +312,14 @@ class FileReader(ShardedReader, Operator):
         return data, self.labels[params].reshape(-1, 1)
 
     def _read(self, params) -> list[np.ndarray]:
-        paths = [self.paths[p] for p in params]
-        data = None
-        if self._process is not None and self._process.owner != os.getpid():
-            self._process = None  # forked: the parent's read process stays the parent's
-        if self._process is None and self._use_process:
-            try:
-                self._process = _read_process.ReadProcess(self.schema, self._processes)
-            except (OSError, HelperStartError) as e:  # no memfd, no Python: read here
-                self._no_process(e)
-        if self._process is not None:
-            try:
-                data = self._process.read(paths)
-            except HelperStartError as e:  # the servers did not start
-                self._process.close()
-                self._process = None
-                self._no_process(e)
-            if isinstance(data, OSError):
-                err = _read_error(data.filename, data)
-                err.sample_index = data.sample_index  # the executor names the sample's file
-                raise err
-        if data is None:
-            data = []
-            for i, path in enumerate(paths):
-                try:
-                    data.append(read_file(path))
-                except DataNotFoundError as e:
-                    e.sample_index = i
-                    raise
-        return data
-
-    def _no_process(self, why: Exception) -> None:
-        """Read in this process from now on; say why once per process."""
-        self._use_process = False
-        if not _WARNED:
-            _WARNED.append(str(why))
-            warnings.warn(
-                f"{self.schema}: reading files in the pipeline's process, without read "
-                f"processes: {why}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        return self._reads.read([self.paths[p] for p in params])
 
     def close(self) -> None:
         if self._reader is not None:  # reads queued for iterations that will not run
             self._reader.shutdown(wait=True, cancel_futures=True)
             self._reader = None
         self._ahead.clear()
-        if self._process is not None:
-            self._process.close()
-            self._process = None
+        self._reads.close()
 
 
 def _read_error(path: str, e: OSError) -> DataNotFoundError:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from dlpipe import ArgumentError, DataNotFoundError, Pipeline, fn, ops, types
+from dlpipe.options import RuntimeOptions
+from dlpipe.readers import _read_process
 
 
 @pytest.fixture
@@ -25,8 +27,9 @@ def encode(path: str, dtype=np.uint8, pad: int = 0) -> np.ndarray:
     return np.frombuffer(path.encode("utf-8") + b"\0" * pad, dtype=dtype)
 
 
-def read_pipe(samples, **kw):
-    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=None)
+def read_pipe(samples, read_process=True, **kw):
+    runtime = RuntimeOptions(read_process=read_process)
+    pipe = Pipeline(batch_size=len(samples), num_threads=2, device_id=None, runtime=runtime)
     with pipe:
         paths = fn.external_source(
             lambda: samples, dtype=types.UINT8 if samples[0].dtype == np.uint8 else types.INT8
@@ -35,16 +38,34 @@ def read_pipe(samples, **kw):
     return pipe
 
 
+def reads_of(pipe) -> _read_process.BatchReads:
+    (node,) = [n for n in pipe._ops if n.op.schema == "io.file.read"]
+    return node.op._reads
+
+
+# read processes: a batch's files in one request, as readers.file reads them; or in this process
+READ_PROCESS = [
+    pytest.param(True, marks=pytest.mark.skipif(not _read_process.available(), reason="Linux")),
+    False,
+]
+
+
+@pytest.mark.parametrize("read_process", READ_PROCESS)
 @pytest.mark.parametrize("dont_use_mmap", [False, True])
-def test_reads_every_file_exactly(files, dont_use_mmap):
+def test_reads_every_file_exactly(files, dont_use_mmap, read_process):
     names = list(files)
-    (out,) = read_pipe([encode(p) for p in names], dont_use_mmap=dont_use_mmap).run()
-    assert len(out) == len(names)
-    for i, p in enumerate(names):
-        got = out.at(i)
-        assert got.dtype == np.uint8 and got.shape == (len(files[p]),)
-        assert got.tobytes() == files[p]
-    assert out.layout() == ""
+    pipe = read_pipe([encode(p) for p in names], read_process, dont_use_mmap=dont_use_mmap)
+    for _ in range(2):  # the second batch reuses the read processes' memory
+        (out,) = pipe.run()
+        assert len(out) == len(names)
+        for i, p in enumerate(names):
+            got = out.at(i)
+            assert got.dtype == np.uint8 and got.shape == (len(files[p]),)
+            assert got.tobytes() == files[p]
+        assert out.layout() == ""
+    assert (reads_of(pipe).process is not None) == read_process
+    pipe.close()
+    assert reads_of(pipe).process is None
 
 
 def test_int8_input_and_nul_padded_paths(files):
@@ -67,15 +88,17 @@ def test_legacy_ops_class(files):
     assert [out.at(i).tobytes() for i in range(2)] == [files[p] for p in names]
 
 
-def test_missing_file_names_the_path(files, tmp_path):
+@pytest.mark.parametrize("read_process", READ_PROCESS)
+def test_missing_file_names_the_path(files, tmp_path, read_process):
     missing = str(tmp_path / "no such file.bin")
-    pipe = read_pipe([encode(list(files)[1]), encode(missing)])
+    pipe = read_pipe([encode(list(files)[1]), encode(missing)], read_process)
     with pytest.raises(DataNotFoundError, match=r"io\.file\.read.*no such file\.bin.*sample 1"):
         pipe.run()
 
 
-def test_a_directory_names_the_path(tmp_path):
-    pipe = read_pipe([encode(str(tmp_path))])
+@pytest.mark.parametrize("read_process", READ_PROCESS)
+def test_a_directory_names_the_path(tmp_path, read_process):
+    pipe = read_pipe([encode(str(tmp_path))], read_process)
     with pytest.raises(DataNotFoundError, match=rf"io\.file\.read.*{tmp_path.name}"):
         pipe.run()
 

@@ -35,8 +35,8 @@ def test_each_pipeline_keeps_its_own_options(image_root, monkeypatch):
         2, file_root=image_root, pipe_kw={"runtime": RuntimeOptions(read_process=True)}
     )
     off.run(), on.run()
-    assert off._readers["Reader"]._process is None
-    assert (on._readers["Reader"]._process is not None) == RuntimeOptions().read_process
+    assert off._readers["Reader"]._reads.process is None
+    assert (on._readers["Reader"]._reads.process is not None) == RuntimeOptions().read_process
     off.close(), on.close()
 
 

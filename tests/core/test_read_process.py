@@ -138,11 +138,11 @@ def test_pipeline_output_matches_reading_in_process(image_root, monkeypatch):
     kw = {"random_shuffle": True, "num_shards": 2, "shard_id": 1, "pad_last_batch": True}
     with_process = file_reader_pipe(4, file_root=image_root, **kw)
     got = epoch(with_process, 6)
-    assert with_process._readers["Reader"]._process is not None
+    assert with_process._readers["Reader"]._reads.process is not None
     monkeypatch.setenv("DLPIPE_READ_PROCESS", "0")
     in_process = file_reader_pipe(4, file_root=image_root, **kw)
     assert epoch(in_process, 6) == got
-    assert in_process._readers["Reader"]._process is None
+    assert in_process._readers["Reader"]._reads.process is None
     with_process.close()
     in_process.close()
 
@@ -153,23 +153,21 @@ def test_the_pipelines_options_choose_how_many_processes(files):
     opts = RuntimeOptions(read_processes=2)
     pipe = file_reader_pipe(3, files=files, pipe_kw={"runtime": opts})
     data, _ = pipe.run()
-    assert len(pipe._readers["Reader"]._process.helpers) == 2
+    assert len(pipe._readers["Reader"]._reads.process.helpers) == 2
     np.testing.assert_array_equal(data.at(2), read_file(files[2]))
     pipe.close()
 
 
 def test_servers_that_do_not_start_leave_the_reads_to_this_process(files, tmp_path, monkeypatch):
-    from dlpipe.readers import file as file_reader
-
     fake = tmp_path / "python3"  # looks like a Python, is not one
     fake.write_text("#!/bin/sh\nexit 3\n")
     fake.chmod(0o755)
     monkeypatch.setattr("sys.executable", str(fake))
-    monkeypatch.setattr(file_reader, "_WARNED", [])
+    monkeypatch.setattr(_read_process, "_WARNED", [])
     pipe = file_reader_pipe(3, files=files)
     with pytest.warns(RuntimeWarning, match="reading files in the pipeline's process.*exit code 3"):
         data, _ = pipe.run()
-    assert pipe._readers["Reader"]._process is None
+    assert pipe._readers["Reader"]._reads.process is None
     for i in range(3):
         np.testing.assert_array_equal(data.at(i), read_file(files[i]))
     pipe.close()
@@ -194,7 +192,7 @@ def test_a_killed_read_process_is_an_error_not_a_hang(files):
     # One iteration at a time: the kill lands between two of them.
     pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files)
     pipe.run()
-    proc = pipe._readers["Reader"]._process.helpers[0]
+    proc = pipe._readers["Reader"]._reads.process.helpers[0]
     os.kill(proc.pid, signal.SIGKILL)
     proc._proc.wait()
     with pytest.raises(PipelineError, match=r"read process exited unexpectedly \(exit code -9"):
@@ -222,10 +220,10 @@ def test_close_ends_the_process_and_a_batch_outlives_it(files):
     pipe = file_reader_pipe(3, files=files)
     data, _ = pipe.run()
     reader = pipe._readers["Reader"]
-    procs = list(reader._process.helpers)
+    procs = list(reader._reads.process.helpers)
     pipe.close()
     assert [p.poll() for p in procs] == [0] * _read_process.PROCESSES
-    assert reader._process is None
+    assert reader._reads.process is None
     np.testing.assert_array_equal(data.at(2), read_file(files[2]))  # still mapped
 
 
@@ -243,7 +241,7 @@ def test_a_forked_child_gets_its_own_read_process(files):
     pipe = file_reader_pipe(2, pipe_kw={"exec_async": False}, files=files[2:4])
     pipe.run()
     reader = pipe._readers["Reader"]
-    parent_proc = reader._process.helpers[0]
+    parent_proc = reader._reads.process.helpers[0]
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: read through the operator directly (no executor threads here)
@@ -253,7 +251,7 @@ def test_a_forked_child_gets_its_own_read_process(files):
             same = all(
                 np.array_equal(a, read_file(p)) for a, p in zip(data, files[2:4], strict=True)
             )
-            ok = int(same and reader._process.helpers[0].pid != parent_proc.pid)
+            ok = int(same and reader._reads.process.helpers[0].pid != parent_proc.pid)
         finally:
             os.write(w, bytes([ok]))
             os._exit(0)
@@ -262,7 +260,7 @@ def test_a_forked_child_gets_its_own_read_process(files):
     os.close(r)
     os.waitpid(pid, 0)
     data, _ = pipe.run()  # the parent's read process still answers the parent
-    assert reader._process.helpers[0] is parent_proc and len(data) == 2
+    assert reader._reads.process.helpers[0] is parent_proc and len(data) == 2
     pipe.close()
 
 

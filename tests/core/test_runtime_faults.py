@@ -171,7 +171,7 @@ def test_a_python_is_found_when_sys_executable_is_not_one(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an interpreter is found: nothing to warn about
         check_epoch(pipe)
-    helpers = pipe._readers["Reader"]._process.helpers
+    helpers = pipe._readers["Reader"]._reads.process.helpers
     assert helpers and all(h.executable != "/bin/true" for h in helpers)
     print("ok")
     """
@@ -251,7 +251,7 @@ def test_readers_under_a_virtual_memory_limit(tmp_path):
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     pipe = make()
     check_epoch(pipe)
-    assert pipe._readers["Reader"]._process is not None  # read processes, not a fallback
+    assert pipe._readers["Reader"]._reads.process is not None  # read processes, not a fallback
     pipe.close()
     fds = {_open_fds()}
     for _ in range(8):
