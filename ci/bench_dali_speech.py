@@ -39,6 +39,13 @@ Cells (rates are utterances/s):
   mel preprocessor (on the GPU when there is one, as NeMo does; NeMo's 4 threads). NeMo and
   omegaconf are not needed: the few names the file imports from them are stand-ins here
   (the manifest's transcripts, a character parser, a dict for the DictConfig).
+* ``rnnt-train`` (``-host``: without a GPU): DALI's RNN-T example (``docs/examples/use_cases/
+  pytorch/rnn-t/dali.py``, read from ``--examples``/``dali_rnnt_dali.py``): its
+  ``DaliDataLayer`` with its defaults (a ``DaliTrainPipeline`` of CPU operators, one thread,
+  synchronous, speed perturbation 0.9-1.1, frame splicing; the outputs copied to the GPU) and
+  ``DaliRnntIterator``, batch 8 (``scripts/train_dali.sh``), over the first 400 utterances.
+  The file uses ``nvidia.dali`` in its code too (``nvidia.dali.pipeline.Pipeline``): for
+  dlpipe every ``nvidia.dali`` in it becomes ``dlpipe``, as a user's search-and-replace would.
 
 The data (``prepare``): ``--images`` speech-like 16 kHz mono WAVs of 1-16 s (a voice-like
 harmonic tone with a wandering pitch and a syllable rhythm, noise, near-silence at both ends),
@@ -82,7 +89,11 @@ CELLS = {
     "nemo-val": (False, "gpu"),
     "nemo-train-host": (True, "host"),
     "nemo-val-host": (False, "host"),
+    "rnnt-train": (True, "gpu"),
+    "rnnt-train-host": (True, "host"),
 }
+RNNT_BATCH = 8  # rnn-t/scripts/train_dali.sh: BATCH_SIZE=8
+RNNT_FILES = 400  # the RNN-T cells' manifest: the first 400 utterances (50 batches)
 DEFAULTS = {"--data": "/tmp/dlpipe-bench/speech", "--images": "3000", "--examples": ".ext"}
 
 
@@ -242,6 +253,8 @@ def child(args) -> None:
     """One cell on one library: DLE's DaliDataLoader over the manifest, whole epochs."""
     if args.cell.startswith("nemo"):
         return nemo_child(args)
+    if args.cell.startswith("rnnt"):
+        return rnnt_child(args)
     train, device = CELLS[args.cell]
     host = device == "host"
     if host:
@@ -272,6 +285,68 @@ def child(args) -> None:
     # `for batch in loader` (train.py): iter(loader) is the auto-resetting DaliJasperIterator,
     # so every pass is one epoch
     bench_dali.measure(args, made[0], loader, use, BATCH, on_gpu=not host)
+
+
+# --- DALI's RNN-T example: docs/examples/use_cases/pytorch/rnn-t/dali.py -------------------------
+
+RNNT_DEFS = [
+    "print_dict",
+    "gen_filelist",
+    "dict_to_file",
+    "DaliTrainPipeline",
+    "DaliRnntIterator",
+    "DaliDataLayer",
+]
+
+
+class _RnntEpochs:
+    """One epoch of ``DaliRnntIterator`` per ``iter()``: train.py loops over it until
+    StopIteration; its ``DALIGenericIterator`` (no ``auto_reset``) is reset after each."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        while True:
+            try:
+                batch = next(self.it)
+            except StopIteration:
+                self.it.dali_it.reset()
+                return
+            yield batch
+
+
+def rnnt_child(args) -> None:
+    train, device = CELLS[args.cell]
+    host = device == "host"
+    if host:
+        _without_gpu(args.lib)
+    with open(os.path.join(args.examples, "dali_rnnt_dali.py")) as f:
+        text = f.read()
+    if args.lib == "dlpipe":
+        text = text.replace("nvidia.dali.plugin", "dlpipe.plugins").replace("nvidia.dali", "dlpipe")
+    if host:  # no GPU to pick: the pipeline's device_id is None
+        old = "__init__(batch_size, num_threads, device_id,"
+        if old not in text:
+            raise RuntimeError(f"dali_rnnt_dali.py: {old!r} not found; the host cell needs it")
+        text = text.replace(old, "__init__(batch_size, num_threads, None,")
+    path = os.path.join(tempfile.mkdtemp(prefix="dlpipe-bench-rnnt-"), "dali_rnnt_dali.py")
+    with open(path, "w") as f:
+        f.write(text)
+    ns = bench_dali.load_defs(path, RNNT_DEFS, args.lib)
+    layer = ns["DaliDataLayer"](
+        dataset_path=args.data, json_name="rnnt-manifest.json", batch_size=RNNT_BATCH, ngpus=1
+    )
+    it = layer.data_iterator
+
+    def use(batch):
+        audio, audio_len, txt, txt_lens = batch  # train.py's unpacking
+        value = audio[:, 0, 0].sum() + audio_len.sum() + txt_lens.sum() + txt[:, 0].sum()
+        return audio.shape[0], value
+
+    bench_dali.measure(
+        args, it.dali_it._pipes[0], _RnntEpochs(it), use, RNNT_BATCH, on_gpu=not host
+    )
 
 
 # --- NeMo: nemo/collections/asr/data/audio_to_text_dali.py ---------------------------------------
@@ -491,7 +566,7 @@ def prepare(args) -> None:
     root, count = args.data, args.images
     done = os.path.join(root, f".complete-{count}")
     if os.path.exists(done):
-        return
+        return _rnnt_manifest(root)
     os.makedirs(os.path.join(root, "wav"), exist_ok=True)
     with multiprocessing.Pool(os.cpu_count()) as pool:
         utts = pool.map(_write, [(root, i) for i in range(count)], chunksize=8)
@@ -532,9 +607,19 @@ def prepare(args) -> None:
     for name, items in (("nemo-manifest", nemo), ("nemo-manifest-host", nemo[:HOST_FILES])):
         with open(os.path.join(root, f"{name}.json"), "w") as f:
             f.writelines(json.dumps(item) + "\n" for item in items)
+    _rnnt_manifest(root)
     hours = sum(u["samples"] for u in utts) / SR / 3600
     print(f"speech data: {count} utterances, {hours:.2f} h, in {root}", flush=True)
     open(done, "w").close()
+
+
+def _rnnt_manifest(root: str) -> None:
+    """The RNN-T cells' manifest (DLE's format, which the example reads too): the first
+    ``RNNT_FILES`` utterances of the training manifest."""
+    with open(os.path.join(root, "train-manifest.json")) as f:
+        items = json.load(f)[:RNNT_FILES]
+    with open(os.path.join(root, "rnnt-manifest.json"), "w") as f:
+        json.dump(items, f)
 
 
 SUITE = bench_dali.Suite(
