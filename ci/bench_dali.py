@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import inspect
 import json
 import os
 import statistics
@@ -205,11 +206,12 @@ def build_pipeline(lib: str, name: str, batch: int, threads: int, gpu_labels: bo
     ns = load_defs(
         os.path.join(args.examples, "dle_dataloaders.py"), ["HybridTrainPipe", "HybridValPipe"], lib
     )
-    if name == "dle_train":
-        pipe = ns["HybridTrainPipe"](batch, threads, 0, data_dir=root, crop=224)
-    else:
-        pipe = ns["HybridValPipe"](batch, threads, 0, data_dir=root, crop=224, size=256)
-    return pipe, "classification"
+    cls = ns["HybridTrainPipe" if name == "dle_train" else "HybridValPipe"]
+    extra = {} if name == "dle_train" else {"size": 256}
+    # newer dataloaders.py take the resize's interpolation (main.py's --interpolation default)
+    if "interpolation" in inspect.signature(cls.__init__).parameters:
+        extra["interpolation"] = "bilinear"
+    return cls(batch, threads, 0, data_dir=root, crop=224, **extra), "classification"
 
 
 # --- the child: one cell, one library -----------------------------------------------------------
