@@ -306,4 +306,6 @@ class Normal(_RandomBase):
         z = self._sample_base(inputs, args, param)
         mean = _scalar(args["mean"]) if "mean" in args else self.mean
         std = self._check_std(_scalar(args["stddev"])) if "stddev" in args else self.stddev
+        if mean == 0.0 and std == 1.0:  # the standard normal (the dither's): no arithmetic
+            return self._to_dtype(np.asarray(z))
         return self._to_dtype(np.asarray(mean + std * z))
