@@ -38,7 +38,7 @@ def hwc_view(samples):
         return s, h, w, c, sy, sx
     if s.shapes.shape[1] != 3:
         raise ValueError(f"expected HWC samples (3 dimensions), got {s.shapes.shape[1]}")
-    if len(s) and not (s.strides[:, 2] == 1).all():
+    if len(s) and s.dense is None and not (s.strides[:, 2] == 1).all():  # (dense: C order)
         import cupy
 
         s = sample_list().from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
