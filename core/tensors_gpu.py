@@ -23,7 +23,6 @@ from .errors import PipelineError
 from .tensors import TensorCPU, TensorListCPU
 from .types import DALIDataType, to_dali_dtype
 
-
 _INT64 = np.dtype(np.int64)
 
 
