@@ -59,8 +59,7 @@ class WarpFused(WarpOp):
         return self._by_kind[k]._sample_params(inputs, {self._args[k]: args[self._args[k]]}, shape)
 
     def _batch_params(self, inputs, args, shapes, stream):
-        kinds = _small.stack(args["kind"])
-        kinds = np.array([int(k) for k in args["kind"]]) if kinds is None else kinds.reshape(-1)
+        kinds = _kinds(args["kind"])
         n = len(shapes)
         mats = sizes = None
         for k, op in enumerate(self._by_kind):
@@ -76,3 +75,17 @@ class WarpFused(WarpOp):
                 sizes = np.zeros((n, size.shape[1]), np.int64)
             mats[sel], sizes[sel] = m, size
         return mats, sizes
+
+
+def _kinds(samples) -> np.ndarray:
+    """The ``kind`` of every sample as a 1-D array: a list of numbers (0-d samples, as the
+    automatic augmentations give: ``np.fromiter``, a third of stacking them) as float64,
+    whose comparisons with 0 and 1 are those of the samples' own type; anything else stacked
+    (or one ``int`` per sample)."""
+    if type(samples) is list:
+        try:
+            return np.fromiter(samples, np.float64, len(samples))
+        except (TypeError, ValueError):  # (samples of several numbers: stacked below)
+            pass
+    kinds = _small.stack(samples)
+    return np.array([int(k) for k in samples]) if kinds is None else kinds.reshape(-1)
