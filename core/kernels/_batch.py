@@ -218,3 +218,22 @@ def c_strides(shapes: np.ndarray) -> np.ndarray:
     if shapes.shape[1] > 1:
         strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
     return strides
+
+
+def host_numbers(samples, dtype=np.float64) -> np.ndarray | None:
+    """A plain list of per-sample numbers (numpy values of one numeric dtype, one element
+    each: draws, flags, kinds) as a 1-D ``dtype`` array, read by ``np.fromiter`` at a third
+    of the cost of stacking them (``operators/_small.stack``); None for anything else (the
+    caller stacks it as before)."""
+    if type(samples) is not list or not samples:
+        return None
+    dtypes = {getattr(a, "dtype", None) for a in samples}
+    if len(dtypes) != 1:
+        return None
+    dt = dtypes.pop()
+    if dt is None or dt.kind not in "biuf":
+        return None
+    try:
+        return np.fromiter(samples, dtype, len(samples))
+    except (TypeError, ValueError):  # (a sample of several numbers)
+        return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import register
+from ..kernels._batch import host_numbers
 from . import _small
 from ._warp import WarpOp
 from .rotate import Rotate
@@ -78,14 +79,11 @@ class WarpFused(WarpOp):
 
 
 def _kinds(samples) -> np.ndarray:
-    """The ``kind`` of every sample as a 1-D array: a list of numbers (0-d samples, as the
-    automatic augmentations give: ``np.fromiter``, a third of stacking them) as float64,
-    whose comparisons with 0 and 1 are those of the samples' own type; anything else stacked
-    (or one ``int`` per sample)."""
-    if type(samples) is list:
-        try:
-            return np.fromiter(samples, np.float64, len(samples))
-        except (TypeError, ValueError):  # (samples of several numbers: stacked below)
-            pass
+    """The ``kind`` of every sample as a 1-D array: numbers (the automatic augmentations'
+    0-d samples) read at once (``host_numbers``) as float64, whose comparisons with 0 and 1 are
+    those of the samples' own type; anything else stacked (or one ``int`` per sample)."""
+    kinds = host_numbers(samples)
+    if kinds is not None:
+        return kinds
     kinds = _small.stack(samples)
     return np.array([int(k) for k in samples]) if kinds is None else kinds.reshape(-1)
