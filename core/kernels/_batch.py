@@ -220,18 +220,18 @@ def c_strides(shapes: np.ndarray) -> np.ndarray:
     return strides
 
 
-def host_numbers(samples, dtype=np.float64) -> np.ndarray | None:
-    """A plain list of per-sample numbers (numpy values of one numeric dtype, one element
-    each: draws, flags, kinds) as a 1-D ``dtype`` array, read by ``np.fromiter`` at a third
-    of the cost of stacking them (``operators/_small.stack``); None for anything else (the
-    caller stacks it as before)."""
+def host_numbers(samples, dtype=np.float64, kinds: str = "biuf") -> np.ndarray | None:
+    """A plain list of per-sample numbers (numpy values of one dtype, of a kind in
+    ``kinds``, one element each: draws, flags, magnitudes) as a 1-D ``dtype`` array, read by
+    ``np.fromiter`` at a third of the cost of stacking them (``operators/_small.stack``);
+    None for anything else (the caller stacks it as before)."""
     if type(samples) is not list or not samples:
         return None
     dtypes = {getattr(a, "dtype", None) for a in samples}
     if len(dtypes) != 1:
         return None
     dt = dtypes.pop()
-    if dt is None or dt.kind not in "biuf":
+    if dt is None or dt.kind not in kinds:
         return None
     try:
         return np.fromiter(samples, dtype, len(samples))
