@@ -3,7 +3,7 @@
 block, arguments) of ``ci/gpu_host_model.py``'s pipelines, run against the stand-in CuPy
 (``ci/fake_cupy``).
 
-    python3 ci/gpu_host_digest.py --aug autoaugment --iters 4
+    python3 ci/gpu_host_digest.py --aug autoaugment --iters 4 [--resize]
     python3 ci/gpu_host_digest.py --graph speech --aug val
 
 Two checkouts that print the same digest give the kernels the same inputs, batch after batch
@@ -57,13 +57,15 @@ def main() -> None:
                     default="autoaugment", help="efficientnet: the policy; speech: the split")  # fmt: skip
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--resize", action="store_true",
+                    help="efficientnet: start at the resize, of ragged images")  # fmt: skip
     args = ap.parse_args()
     log: list[bytes] = []
     record(log)
     if args.graph == "speech":  # DLE's Jasper GPU part, its batch of 32 unless told
         pipe = build_speech(args.aug == "train", 32 if args.batch == 64 else args.batch)
     else:
-        pipe = build(args.aug, args.batch)
+        pipe = build(args.aug, args.batch, args.resize)
     for _ in range(args.iters):
         pipe.run()
     digest = hashlib.sha256(b"".join(log)).hexdigest()

@@ -3,7 +3,7 @@
 TrivialAugment Wide through conditionals, crop_mirror_normalize) run by dlpipe's own executor
 against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and allocations.
 
-    python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile]
+    python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile] [--resize]
     python3 ci/gpu_host_model.py --graph ops --cells source,blur,slice-rel,norm-fixed
 
 ``--graph ops`` runs instead the cells of ``ci/bench_dali_ops.py`` (its pipelines, an
@@ -16,7 +16,8 @@ and in training (``--aug train``) SpecAugment's erase.
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
 spends enqueueing, whatever the GPU does), the host time of each operator's ``run_batch``, and
 the counts per batch of kernel launches, host-to-device uploads and device allocations. The
-images are 224x224x3 uint8, as the example's after its resize. Real CuPy calls cost more than
+images are 224x224x3 uint8, as the example's after its resize (``--resize``: ragged images
+and the example's resize to 224x224 first). Real CuPy calls cost more than
 the stand-in's (some microseconds each): add them from the counts.
 """
 
@@ -42,12 +43,19 @@ from dlpipe.auto_aug import auto_augment, trivial_augment  # noqa: E402
 SIZE = 224
 
 
-def build(aug: str, batch: int):
-    frames = [cupy.ndarray((SIZE, SIZE, 3), np.uint8) for _ in range(batch)]
+def build(aug: str, batch: int, resize: bool = False):
+    """The example's pipeline from its flip (``resize``: from its resize, of ragged images as
+    the random-crop decoder gives them, 120-480 px a side)."""
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(120, 481, (batch, 2)) if resize else np.full((batch, 2), SIZE)
+    frames = [cupy.ndarray((int(h), int(w), 3), np.uint8) for h, w in sizes]
 
     @pipeline_def(enable_conditionals=True)
     def pipe_def():
         images = fn.external_source(source=lambda: frames, device="gpu", batch=True, layout="HWC")
+        if resize:  # the example's, with its bicubic interpolation
+            images = fn.resize(images, size=[SIZE, SIZE], interp_type=types.INTERP_CUBIC,
+                               antialias=False)  # fmt: skip
         images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
         if aug == "autoaugment":
             images = auto_augment.auto_augment_image_net(images, shape=[SIZE, SIZE])
@@ -189,6 +197,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--profile", action="store_true", help="cProfile of the GPU stage")
+    ap.add_argument("--resize", action="store_true",
+                    help="efficientnet: start at the resize, of ragged images")  # fmt: skip
     args = ap.parse_args()
     if args.graph == "ops":
         for cell in args.cells.split(","):
@@ -199,8 +209,9 @@ def main() -> None:
         measure(build_speech(args.aug == "train", batch), f"Jasper {args.aug}", args.iters,
                 args.profile)  # fmt: skip
         return
-    pipe = build(args.aug, args.batch)
-    measure(pipe, f"{args.aug}, batch {args.batch}", args.iters, args.profile)
+    pipe = build(args.aug, args.batch, args.resize)
+    name = f"{args.aug}{', resize' if args.resize else ''}, batch {args.batch}"
+    measure(pipe, name, args.iters, args.profile)
 
 
 if __name__ == "__main__":

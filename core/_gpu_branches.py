@@ -46,10 +46,24 @@ def held_in(dn) -> Scope | None:
     return src.scope
 
 
-def _all(mask: np.ndarray) -> bool:
-    """``mask.all()`` of a 1-D bool mask, at half the cost (these run per scope and batch);
-    ``mask.nonzero()[0]`` stands for ``np.flatnonzero`` likewise."""
-    return np.count_nonzero(mask) == len(mask)
+def _positions(mask: np.ndarray) -> np.ndarray | None:
+    """The positions where a 1-D bool mask holds (``mask.nonzero()[0]``, half the cost of
+    ``np.flatnonzero``), None when it holds everywhere: one numpy call per scope and batch."""
+    pos = mask.nonzero()[0]
+    return None if len(pos) == len(mask) else pos
+
+
+def _predicate_mask(samples, n: int) -> np.ndarray:
+    """``predicate_mask(samples, n)``: a validated predicate's list of 0-d bools (None where a
+    sample took no part) read by ``np.fromiter`` at a third of ``np.array``'s cost (~10 against
+    ~28 us for 128 samples; the automatic augmentations read ~8 predicates a batch); any
+    other form through ``predicate_mask``."""
+    if isinstance(samples, list) and len(samples) == n:
+        try:
+            return np.fromiter(samples, bool, n)
+        except (TypeError, ValueError):  # (not 0-d samples: predicate_mask sorts them out)
+            pass
+    return predicate_mask(samples, n)
 
 
 def _batch_owner(owners):
@@ -80,7 +94,7 @@ class BranchPlan:
         """A predicate node's values as a bool (n,) array (False where it has none)."""
         m = self._preds.get(node)
         if m is None:
-            m = self._preds[node] = predicate_mask(self.values[node], self.n)
+            m = self._preds[node] = _predicate_mask(self.values[node], self.n)
         return m
 
     def mask(self, scope: Scope | None) -> np.ndarray | None:
@@ -105,7 +119,7 @@ class BranchPlan:
         except KeyError:
             pass
         m = self.mask(scope)
-        r = None if _all(m) else m.nonzero()[0]
+        r = _positions(m)
         self._rows[scope] = r
         return r
 
@@ -124,7 +138,7 @@ class BranchPlan:
         """
         rh = self.rows(holder)
         if rh is None:
-            return None if mask is None or _all(mask) else mask.nonzero()[0]
+            return None if mask is None else _positions(mask)
         if mask is None:
             raise RuntimeError(
                 f"conditionals: the whole batch read from a value of {len(rh)} of its {self.n} "

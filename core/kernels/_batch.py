@@ -38,7 +38,7 @@ def hwc_view(samples):
         return s, h, w, c, sy, sx
     if s.shapes.shape[1] != 3:
         raise ValueError(f"expected HWC samples (3 dimensions), got {s.shapes.shape[1]}")
-    if len(s) and not (s.strides[:, 2] == 1).all():
+    if len(s) and s.dense is None and not (s.strides[:, 2] == 1).all():  # (dense: C order)
         import cupy
 
         s = sample_list().from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
@@ -218,3 +218,22 @@ def c_strides(shapes: np.ndarray) -> np.ndarray:
     if shapes.shape[1] > 1:
         strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
     return strides
+
+
+def host_numbers(samples, dtype=np.float64, kinds: str = "biuf") -> np.ndarray | None:
+    """A plain list of per-sample numbers (numpy values of one dtype, of a kind in
+    ``kinds``, one element each: draws, flags, magnitudes) as a 1-D ``dtype`` array, read by
+    ``np.fromiter`` at a third of the cost of stacking them (``operators/_small.stack``);
+    None for anything else (the caller stacks it as before)."""
+    if type(samples) is not list or not samples:
+        return None
+    dtypes = {getattr(a, "dtype", None) for a in samples}
+    if len(dtypes) != 1:
+        return None
+    dt = dtypes.pop()
+    if dt is None or dt.kind not in kinds:
+        return None
+    try:
+        return np.fromiter(samples, dtype, len(samples))
+    except (TypeError, ValueError):  # (a sample of several numbers)
+        return None

@@ -15,6 +15,8 @@ COLOR_DESC = np.dtype(
     + [("m", "<f8", (9,)), ("off", "<f8", (3,))]
 )
 
+_WORDS = COLOR_DESC.itemsize // 8  # 6 integers, then the float64 matrix (9) and offset (3)
+
 
 @functools.cache
 def _get_color_kernel(in_dtype, out_dtype, device_id: int):
@@ -42,12 +44,15 @@ def color_matrix_batch(inputs, matrices, offsets, out_dtype=None, stream=None):
     out = alloc_batch(s.shapes, out_dtype, s.device_id)
     if n == 0:
         return out
-    d = np.zeros(n, COLOR_DESC)
-    d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
-    d["h"], d["w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
-    # (the assignments broadcast one matrix / offset to every sample)
-    d["m"] = np.asarray(matrices, np.float64).reshape(-1, 9)
-    d["off"] = np.asarray(offsets, np.float64).reshape(-1, 3)
+    # every field written, as columns of word views (a structured array's field assignments
+    # cost a few microseconds each); the matrix / offset assignments broadcast one to all
+    d = np.empty(n, COLOR_DESC)
+    ints = d.view(np.int64).reshape(n, _WORDS)
+    floats = d.view(np.float64).reshape(n, _WORDS)
+    ints[:, 0], ints[:, 1] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
+    ints[:, 2], ints[:, 3], ints[:, 4], ints[:, 5] = h, w, sy, sx
+    floats[:, 6:15] = np.asarray(matrices, np.float64).reshape(-1, 9)
+    floats[:, 15:18] = np.asarray(offsets, np.float64).reshape(-1, 3)
     dev = upload(d.view(np.uint8), stream)
     grid, block = grid_for(int(h.max()), int(w.max()), n)
     _get_color_kernel(s.dtype, out_dtype, s.device_id)(grid, block, (dev,), stream=stream)

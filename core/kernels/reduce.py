@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, c_contiguous
+from ._batch import alloc_batch, as_samples, c_contiguous, uniform_rows
 from .layout import copy_batch
 from .one_hot import TYPE_NAMES
 
@@ -45,6 +45,11 @@ def _get_reduce_kernel(kind: str, in_dtype, out_dtype, op: int, device_id: int):
 def reduce_descriptors(in_ptrs, out_ptrs, in_shapes, in_strides, axes, norms, mean_ptrs=None):
     """The ``REDUCE_DESC`` array: per sample, the kept and reduced axes' extents and strides.
 
+    A batch of one shape, one strides and one norm (a dense batch) repeats one memoised row
+    (:func:`_uniform_row`: the same bytes as each of its rows below) and writes only its
+    pointers: ~15 numpy calls fewer per launch, and the automatic augmentations reduce four
+    times a batch.
+
     Args:
         in_ptrs, out_ptrs: (N,) device addresses.
         in_shapes, in_strides: (N, ndim) input shapes and strides (elements).
@@ -57,16 +62,41 @@ def reduce_descriptors(in_ptrs, out_ptrs, in_shapes, in_strides, axes, norms, me
     """
     in_shapes = np.asarray(in_shapes, np.int64)
     in_strides = np.asarray(in_strides, np.int64)
+    norms = np.broadcast_to(np.asarray(norms, np.float64), (len(in_shapes),))
     n, ndim = in_shapes.shape
-    red = sorted(set(int(a) for a in axes))
+    red = tuple(sorted(set(int(a) for a in axes)))
+    if n > 1 and uniform_rows(in_shapes) and uniform_rows(in_strides) and uniform_rows(norms):
+        row = _uniform_row(in_shapes[0].tobytes(), in_strides[0].tobytes(), red,
+                           norms[0].tobytes())  # fmt: skip
+        d = np.repeat(row, n)
+    else:
+        d = _descriptors(n, ndim, in_shapes, in_strides, red, norms)
+    words = d.view(np.int64).reshape(n, REDUCE_DESC.itemsize // 8)
+    words[:, 0] = np.asarray(in_ptrs, np.uint64).view(np.int64)
+    words[:, 1] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    if mean_ptrs is not None:
+        words[:, 2] = np.asarray(mean_ptrs, np.uint64).view(np.int64)
+    return d
+
+
+@functools.lru_cache(maxsize=256)
+def _uniform_row(shape: bytes, strides: bytes, red: tuple, norm: bytes) -> np.ndarray:
+    """The (1,) ``REDUCE_DESC`` row, pointers zero, of a sample of ``shape`` / ``strides``
+    (int64 bytes) reduced over ``red`` with the scale ``norm`` (float64 bytes); read only."""
+    shapes = np.frombuffer(shape, np.int64).reshape(1, -1)
+    row = _descriptors(1, shapes.shape[1], shapes, np.frombuffer(strides, np.int64).reshape(1, -1),
+                       red, np.frombuffer(norm, np.float64))  # fmt: skip
+    row.flags.writeable = False
+    return row
+
+
+def _descriptors(n: int, ndim: int, in_shapes, in_strides, red: tuple, norms) -> np.ndarray:
+    """:func:`reduce_descriptors`'s rows without their pointers (zero)."""
     kept = [a for a in range(ndim) if a not in red]
+    red = list(red)
     if len(red) > MAX_DIMS or len(kept) > MAX_DIMS:
         raise ValueError(f"GPU reductions handle up to {MAX_DIMS} kept and reduced axes")
     d = np.zeros(n, REDUCE_DESC)
-    d["in_ptr"] = np.asarray(in_ptrs, np.uint64).view(np.int64)
-    d["out_ptr"] = np.asarray(out_ptrs, np.uint64).view(np.int64)
-    if mean_ptrs is not None:
-        d["mean_ptr"] = np.asarray(mean_ptrs, np.uint64).view(np.int64)
     d["n_kept"], d["n_reduced"] = len(kept), len(red)
     d["kept_shape"][:, : len(kept)] = in_shapes[:, kept]
     d["kept_strides"][:, : len(kept)] = in_strides[:, kept]

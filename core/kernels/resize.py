@@ -65,6 +65,8 @@ NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = (
 )
 
 
+_WORDS = RESIZE_DESC.itemsize // 8  # 18 integers, then 8 float64 (lo, scale, anchor, tscale)
+
 # output rows per thread (ROWS in resize.cu)
 ROWS = 4
 # register-kept tap counts the kernel is compiled for (MAXT in resize.cu); wider filters use
@@ -106,47 +108,94 @@ def _tables(device_id: int):
         return cupy.asarray(np.concatenate(chunks)), offsets
 
 
+@functools.cache
+def _table_columns(device_id: int):
+    """The device tables, and each filter type's start and length in them (int64 (6,))."""
+    tables, offsets = _tables(device_id)
+    start = np.array([offsets[k][0] for k in range(6)], np.int64)
+    length = np.array([offsets[k][1] for k in range(6)], np.int64)
+    return tables, start, length
+
+
 def _axes(ext: np.ndarray, out_size: np.ndarray, min_filter: int, mag_filter: int, antialias):
     """(kind, anchor, table scale, taps) of each axis of a batch: the CPU resampler's
     ``select_axis_filter`` and ``window_geometry`` (``_geometry/resize_params.py``), in the
     same float32 arithmetic, elementwise (numpy's float32 operations round as its float32
     scalars do), so each row equals what those functions give for that axis, bit for bit
     (``tests/core/test_resize_launch_params.py``). Calling them per sample and axis cost
-    ~30 us of Python each, and a random crop gives every sample new extents."""
-    f32 = np.float32
-    ext = np.asarray(ext, f32)
+    ~30 us of Python each, and a random crop gives every sample new extents.
+
+    A filter whose geometry does not depend on the scale (nearest, linear, and any filter
+    without antialiasing: the example's training resize) gives every axis it applies to the
+    same row, computed once (:func:`_fixed_axis`); then only the shrink mask is per axis."""
+    ext = np.asarray(ext, np.float32)
     osz = np.asarray(out_size, np.int64)
     n = len(ext)
+    rows = [_fixed_axis(min_filter, antialias), _fixed_axis(mag_filter, False)]
+    if rows[0] is not None and rows[0] == rows[1]:  # one row whichever filter applies
+        return tuple(np.full(n, v, dt) for v, dt in zip(rows[0], _AXIS_TYPES, strict=True))
     kind, anchor = np.zeros(n, np.int64), np.zeros(n)
     tscale, taps = np.ones(n), np.ones(n, np.int64)
     shrink = osz < ext
-    for ftype, mask, aa in ((min_filter, shrink, antialias), (mag_filter, ~shrink, False)):
+    for ftype, mask, aa, row in (
+        (min_filter, shrink, antialias, rows[0]),
+        (mag_filter, ~shrink, False, rows[1]),
+    ):
         if ftype == NEAREST or not mask.any():
             continue
-        e, o = ext[mask], osz[mask].astype(f32)
-        ratio = np.where(o != 0, e / np.where(o != 0, o, f32(1)), f32(1)).astype(np.float64)
-        if ftype == LINEAR:
-            radius = np.ones(len(e))
-        elif ftype in (TRIANGULAR, GAUSSIAN):
-            radius = np.maximum(0.5, ratio) if aa else np.ones(len(e))
-        else:  # CUBIC (2 lobes) or LANCZOS3 (3)
-            lobes = 2.0 if ftype == CUBIC else 3.0
-            radius = (
-                np.maximum(lobes, (lobes * ratio).astype(f32)) if aa else np.full(len(e), lobes)
-            )
-        r = radius.astype(f32)
-        if ftype == GAUSSIAN:
-            sigma = ((r * f32(0.5)).astype(np.float64) / np.sqrt(2)).astype(f32)
-            width = np.maximum(f32(1), f32(4 * np.sqrt(2)) * sigma)
-        else:
-            width = np.maximum(f32(1), f32(2) * r)
-        n1 = f32(_table_len(FilterType(int(ftype))) - 1)
-        ts = (n1 / width.astype(f32)).astype(f32)
-        kind[mask] = int(ftype)
-        anchor[mask] = (f32(1) * (n1 * f32(0.5)) / ts).astype(f32)
-        tscale[mask] = ts
-        taps[mask] = np.ceil(n1 / ts).astype(np.int64)
+        if row is not None:
+            kind[mask], anchor[mask], tscale[mask], taps[mask] = row
+            continue
+        kind[mask], anchor[mask], tscale[mask], taps[mask] = _scaled_axes(
+            ext[mask], osz[mask], ftype, aa
+        )
     return kind, anchor, tscale, taps
+
+
+_AXIS_TYPES = (np.int64, np.float64, np.float64, np.int64)
+
+
+@functools.cache
+def _fixed_axis(ftype: int, antialias: bool):
+    """:func:`_axes`'s row for filter ``ftype`` when it does not depend on the axis' scale
+    (nearest; linear; any filter without antialiasing), as Python numbers computed by
+    :func:`_scaled_axes` itself (the same float32 operations); None when it does."""
+    if ftype == NEAREST:
+        return (0, 0.0, 1.0, 1)
+    if antialias and ftype != LINEAR:
+        return None
+    row = _scaled_axes(np.ones(1, np.float32), np.ones(1, np.int64), ftype, antialias)
+    return tuple(a[0].item() for a in row)
+
+
+def _scaled_axes(e: np.ndarray, osz: np.ndarray, ftype: int, aa: bool):
+    """(kind, anchor, table scale, taps) of axes of extents ``e`` (float32) resampled to
+    ``osz`` with the (not nearest) filter ``ftype``."""
+    f32 = np.float32
+    o = osz.astype(f32)
+    ratio = np.where(o != 0, e / np.where(o != 0, o, f32(1)), f32(1)).astype(np.float64)
+    if ftype == LINEAR:
+        radius = np.ones(len(e))
+    elif ftype in (TRIANGULAR, GAUSSIAN):
+        radius = np.maximum(0.5, ratio) if aa else np.ones(len(e))
+    else:  # CUBIC (2 lobes) or LANCZOS3 (3)
+        lobes = 2.0 if ftype == CUBIC else 3.0
+        radius = np.maximum(lobes, (lobes * ratio).astype(f32)) if aa else np.full(len(e), lobes)
+    r = radius.astype(f32)
+    if ftype == GAUSSIAN:
+        sigma = ((r * f32(0.5)).astype(np.float64) / np.sqrt(2)).astype(f32)
+        width = np.maximum(f32(1), f32(4 * np.sqrt(2)) * sigma)
+    else:
+        width = np.maximum(f32(1), f32(2) * r)
+    n1 = f32(_table_len(FilterType(int(ftype))) - 1)
+    ts = (n1 / width.astype(f32)).astype(f32)
+    anchor = (f32(1) * (n1 * f32(0.5)) / ts).astype(f32)
+    return (
+        np.full(len(e), int(ftype), np.int64),
+        anchor.astype(np.float64),
+        ts.astype(np.float64),
+        np.ceil(n1 / ts).astype(np.int64),
+    )
 
 
 @stream_scoped
@@ -206,39 +255,37 @@ def resize_batch(
     )
     lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
     a, b = np.minimum(lo32, hi32), np.maximum(lo32, hi32)
-    tables, offsets = _tables(s.device_id)
-    tab_start = np.array([offsets[k][0] for k in range(6)], np.int64)
-    tab_len = np.array([offsets[k][1] for k in range(6)], np.int64)
+    tables, tab_start, tab_len = _table_columns(s.device_id)
+    # RESIZE_DESC's fields as columns of word views of one array, (y, x) pairs side by side:
+    # a structured array's field assignments cost a few microseconds each, 32 of them a batch
     d = np.empty(n, RESIZE_DESC)
-    d["in_ptr"] = s.ptrs.view(np.int64)
-    d["out_ptr"] = out.ptrs.view(np.int64)
-    d["in_h"], d["in_w"], d["in_sy"], d["in_sx"] = h, w, sy, sx
-    d["out_h"], d["out_w"] = out_sizes[:, 0], out_sizes[:, 1]
-    mn, mg, aa = int(min_filter), int(mag_filter), bool(antialias)
-    for ax, sfx in enumerate(("_y", "_x")):
-        ext = (b[:, ax] - a[:, ax]).astype(np.float32)
-        osz = out_sizes[:, ax]
-        if ax == 1 and x_nearest:  # the depth pass of a 3-D resize (see resize_planes.py)
-            kind, anchor = np.zeros(n, np.int64), np.zeros(n)
-            tscale, taps = np.ones(n), np.ones(n, np.int64)
-        else:
-            kind, anchor, tscale, taps = _axes(ext, osz, mn, mg, aa)
-        d["kind" + sfx] = kind
-        d["anchor" + sfx], d["tscale" + sfx], d["taps" + sfx] = anchor, tscale, taps
-        d["tab" + sfx] = tab_start[kind]
-        d["tab_n" + sfx] = tab_len[kind]
-        d["lo" + sfx] = a[:, ax]
-        d["scale" + sfx] = (b[:, ax] - a[:, ax]) / osz.astype(np.float32)
-        d["flip" + sfx] = hi32[:, ax] < lo32[:, ax]
+    ints = d.view(np.int64).reshape(n, _WORDS)
+    floats = d.view(np.float64).reshape(n, _WORDS)
+    ints[:, 0] = s.ptrs.view(np.int64)
+    ints[:, 1] = out.ptrs.view(np.int64)
+    ints[:, 2], ints[:, 3], ints[:, 4], ints[:, 5] = h, w, sy, sx
+    ints[:, 6:8] = out_sizes
+    ext = (b - a).reshape(-1)  # float32, (y, x) of each sample
+    kind, anchor, tscale, taps = _axes(ext, out_sizes.reshape(-1), int(min_filter),
+                                       int(mag_filter), bool(antialias))  # fmt: skip
+    kind, anchor, tscale, taps = (v.reshape(n, 2) for v in (kind, anchor, tscale, taps))
+    if x_nearest:  # the depth pass of a 3-D resize (see resize_planes.py)
+        kind[:, 1], anchor[:, 1], tscale[:, 1], taps[:, 1] = 0, 0.0, 1.0, 1
+    ints[:, 8:10], ints[:, 10:12] = kind, taps
+    ints[:, 12:14], ints[:, 14:16] = tab_start[kind], tab_len[kind]
+    ints[:, 16:18] = hi32 < lo32
+    floats[:, 18:20] = a
+    floats[:, 20:22] = (b - a) / out_sizes.astype(np.float32)
+    floats[:, 22:24], floats[:, 24:26] = anchor, tscale
     dev = upload(d.view(np.uint8), stream)
     rows = -(-int(out_sizes[:, 0].max()) // ROWS)
     grid, block = grid_for(rows, int(out_sizes[:, 1].max()), n)
-    taps = np.where(d["kind_y"] > 0, d["taps_y"], 1), np.where(d["kind_x"] > 0, d["taps_x"], 1)
+    widest = np.where(kind > 0, taps, 1)
     kernel = _get_resize_kernel(
         s.dtype,
         out_dtype,
         s.device_id,
-        _kernel_taps(np.concatenate(taps)),
+        _kernel_taps(widest),
         channels if channels in (1, 3, 4) else 0,
     )
     kernel(grid, block, (dev, tables, np.int32(channels)), stream=stream)

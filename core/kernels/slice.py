@@ -93,27 +93,47 @@ def slice_normalize_batch(
     s, h, w, c, sy, sx = hwc_view(as_samples(inputs))
     n = len(s)
     in_c = int(c[0]) if n else 1
-    if n and not (c == in_c).all():
+    if n and s.dense is None and not (c == in_c).all():  # (a dense batch has one shape)
         raise ValueError("every sample of a GPU batch must have the same channel count")
     out_c = int(out_channels or in_c)
     out_dtype = np.dtype(out_dtype or s.dtype)
-    oh, ow = per_sample(out_h, n, dtype=np.int64), per_sample(out_w, n, dtype=np.int64)
+    oh, ow = _sizes(out_h, n), _sizes(out_w, n)
+    # the output shapes, written column by column (np.stack costs several times more)
     if s.shapes.shape[1] == 2 and out_c == 1:
-        shapes = np.stack([oh, ow], axis=1)
-    elif planar:
-        shapes = np.stack([np.full(n, out_c), oh, ow], axis=1)
+        shapes = np.empty((n, 2), np.int64)
+        shapes[:, 0], shapes[:, 1] = oh, ow
     else:
-        shapes = np.stack([oh, ow, np.full(n, out_c)], axis=1)
+        shapes = np.empty((n, 3), np.int64)
+        if planar:
+            shapes[:, 0], shapes[:, 1], shapes[:, 2] = out_c, oh, ow
+        else:
+            shapes[:, 0], shapes[:, 1], shapes[:, 2] = oh, ow, out_c
     out = alloc_batch(shapes, out_dtype, s.device_id)
     if n == 0:
         return out
     d = slice_descriptors(s, out, h, w, sy, sx, oh, ow, y0, x0, flip_x, flip_y, mean, mul, fill,
                           shift)  # fmt: skip
     dev = upload(d.view(np.uint8), stream)
-    grid, block = grid_for(int(oh.max()), int(ow.max()), n)
+    grid, block = grid_for(_largest(out_h, oh), _largest(out_w, ow), n)
     k = _get_slice_kernel(s.dtype, out_dtype, s.device_id)
     k(grid, block, (dev, np.int32(in_c), np.int32(out_c), np.int32(bool(planar))), stream=stream)
     return out
+
+
+def _sizes(value, n: int) -> np.ndarray:
+    """``per_sample(value, n, dtype=np.int64)``, read only: an int64 (N,) array as it is, an
+    integer filled in; anything else through ``per_sample``."""
+    if isinstance(value, np.ndarray) and value.dtype == np.int64 and value.shape == (n,):
+        return value
+    if isinstance(value, int | np.integer):
+        return np.full(n, value, np.int64)
+    return per_sample(value, n, dtype=np.int64)
+
+
+def _largest(value, sizes: np.ndarray) -> int:
+    """The largest of ``sizes`` (``value`` per sample): ``value`` itself when it is one
+    integer."""
+    return int(value) if isinstance(value, int | np.integer) else int(sizes.max())
 
 
 # SLICE_DESC's fields as columns of one (N, 25) row of 8-byte words: 12 integers, then the
@@ -137,8 +157,8 @@ def slice_descriptors(s, out, h, w, sy, sx, oh, ow, y0, x0, flip_x, flip_y, mean
     ints[:, 2], ints[:, 3], ints[:, 4], ints[:, 5] = h, w, sy, sx
     ints[:, 6], ints[:, 7] = oh, ow
     ints[:, 8], ints[:, 9] = _column(y0, n, np.int64), _column(x0, n, np.int64)
-    ints[:, 10] = _column(flip_x, n, np.int64) != 0
-    ints[:, 11] = _column(flip_y, n, np.int64) != 0
+    _flag(ints[:, 10], flip_x, n)
+    _flag(ints[:, 11], flip_y, n)
     _channels(floats[:, _MEAN:_MUL], mean)
     _channels(floats[:, _MUL:_FILL], mul)
     _channels(floats[:, _FILL:_SHIFT], fill)
@@ -146,15 +166,32 @@ def slice_descriptors(s, out, h, w, sy, sx, oh, ow, y0, x0, flip_x, flip_y, mean
     return d
 
 
-def _column(value, n: int, dtype) -> np.ndarray:
-    """``per_sample(value, n, dtype=dtype)`` as a view to broadcast (no copy)."""
+def _column(value, n: int, dtype):
+    """``per_sample(value, n, dtype=dtype)`` as a view to broadcast (no copy); a Python or
+    numpy integer as it is (assigned to a column of ``dtype``, it converts the same)."""
+    if isinstance(value, int | np.integer):
+        return value
     a = np.asarray(value, dtype)
     return a.reshape(-1) if a.ndim <= 1 else a.reshape(n)
 
 
+def _flag(dst: np.ndarray, value, n: int) -> None:
+    """``dst[:] = per_sample(value, n, dtype=np.int64) != 0`` into a zeroed column (an integer
+    0, the usual value, leaves it as it is)."""
+    if isinstance(value, int | np.integer):
+        if value:
+            dst[:] = 1
+        return
+    dst[:] = _column(value, n, np.int64) != 0
+
+
 def _channels(dst: np.ndarray, value) -> None:
     """``dst[:] = per_sample(value, n, 4)``: up to 4 values per channel, the last repeated
-    (one for every channel), one row for the batch or one per sample."""
+    (one for every channel), one row for the batch or one per sample; one number fills
+    every channel of every row."""
+    if isinstance(value, float | int | np.floating | np.integer):
+        dst[:] = value
+        return
     a = np.asarray(value, np.float64)
     if a.ndim <= 1:
         a = a.reshape(1, -1)
@@ -200,28 +237,22 @@ def cast_batch(inputs, out_dtype, stream=None):
     n = len(s)
     if n == 0:
         return alloc_batch(np.zeros((0, s.shapes.shape[1])), out_dtype, s.device_id)
-    if not c_contiguous(s):
+    if c_contiguous(s):
+        strides = s.strides.copy()  # (equal to c_strides(s.shapes): what the check compares)
+    else:
         s = SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
+        strides = c_strides(s.shapes)
     numel = s.shapes.prod(axis=1)
-    flat = SampleList(
-        s.dtype,
-        s.ptrs,
-        np.stack([np.ones(n, np.int64), numel, np.ones(n, np.int64)], axis=1),
-        np.stack([numel, np.ones(n, np.int64), np.ones(n, np.int64)], axis=1),
-        s.owners,
-        s.device_id,
-    )
+    # each sample as one (1, numel, 1) row
+    flat_shapes, flat_strides = np.ones((n, 3), np.int64), np.ones((n, 3), np.int64)
+    flat_shapes[:, 1] = numel
+    flat_strides[:, 0] = numel
+    flat = SampleList.of_arrays(s.dtype, s.ptrs, flat_shapes, flat_strides, s.owners, s.device_id)
     out = slice_normalize_batch(flat, 1, numel, out_dtype=out_dtype, stream=stream)
     dense = None  # (samples of one size but of different shapes are not one dense array)
-    if out.dense is not None and uniform_rows(s.shapes):
+    if out.dense is not None and (s.dense is not None or uniform_rows(s.shapes)):
         dense = out.dense.reshape((n, *s.shapes[0].tolist()))
     # view the flat outputs with the input shapes
-    return SampleList(
-        out.dtype,
-        out.ptrs,
-        s.shapes,
-        c_strides(s.shapes),
-        out.owners,
-        out.device_id,
-        dense=dense,
+    return SampleList.of_arrays(
+        out.dtype, out.ptrs, s.shapes, strides, out.owners, out.device_id, dense=dense
     )

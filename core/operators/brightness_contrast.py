@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
+from ..kernels._batch import alloc_batch, as_samples, fold_rows, host_numbers, unfold_rows
 from ..kernels.slice import affine_batch
 from . import _small
 from .cast import convert_sat, parse_dtype
@@ -117,10 +117,12 @@ class _BrightnessContrastBase(Operator):
         vals = {}
         for name in ("brightness", "brightness_shift", "contrast"):
             if name in args:
-                a = _small.stack(args[name])
-                if a is None or a.dtype.kind not in "iuf" or a.size < n:
-                    return self._sample_mul_adds(args, n, in_dt, out_dt)
-                v = a.reshape(n, -1)[:, 0].astype(np.float64)
+                v = host_numbers(args[name], kinds="iuf")  # (0-d samples: read at once)
+                if v is None or len(v) != n:
+                    a = _small.stack(args[name])
+                    if a is None or a.dtype.kind not in "iuf" or a.size < n:
+                        return self._sample_mul_adds(args, n, in_dt, out_dt)
+                    v = a.reshape(n, -1)[:, 0].astype(np.float64)
             else:
                 v = np.full(n, getattr(self, name))
             vals[name] = v.astype(np.float32)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..kernels._batch import alloc_batch, as_samples, fold_rows, unfold_rows
+from ..kernels._batch import alloc_batch, as_samples, fold_rows, host_numbers, unfold_rows
 from ..kernels.color import color_matrix_batch
 from ..types import DALIImageType, to_image_type
 from . import _small
@@ -170,6 +170,10 @@ class _ColorBase(Operator):
         for name, default in (("hue", 0.0), ("saturation", 1.0), ("value", 1.0),
                               ("brightness", 1.0), ("contrast", 1.0)):  # fmt: skip
             if name in args:
+                v = host_numbers(args[name], kinds="iuf")
+                if v is not None and len(v) == n:  # (0-d samples: read at once)
+                    vals[name] = v
+                    continue
                 a = _small.stack(args[name])
                 if a is None or a.dtype.kind not in "iuf" or a.size < n:
                     return self._sample_transforms(args, n, in_dt)

@@ -295,12 +295,13 @@ class CropMirrorNormalize(CropArgs, Operator):
         mirror = np.zeros(n, np.int64)
         if "mean" not in args and "std" not in args:  # one mean/std for the whole batch
             self._check_norm_size(self.mean, nch, gpu=True)
-            means = np.broadcast_to(np.asarray(self.mean).reshape(-1), (n, nch))
-            invs = np.broadcast_to(np.asarray(self.inv_std).reshape(-1), (n, nch))
+            # one row each, which the launcher broadcasts to every sample
+            means = np.broadcast_to(np.asarray(self.mean).reshape(-1), (1, nch))
+            invs = np.broadcast_to(np.asarray(self.inv_std).reshape(-1), (1, nch))
             if "mirror" in args:
                 mirror[:] = _flags(args["mirror"], n)
             else:
-                mirror[:] = self.mirror
+                mirror = int(self.mirror)  # (the launcher broadcasts it)
         else:
             means, invs = [], []
             for i in range(n):
@@ -313,6 +314,8 @@ class CropMirrorNormalize(CropArgs, Operator):
                     mirror[i] = bool(np.asarray(sample_args["mirror"]).any())
                 else:
                     mirror[i] = self.mirror
+            means = np.array(means).reshape(n, nch)
+            invs = np.array(invs).reshape(n, nch)
         fill = self._fill_values(nch, nch_out)
         (y0, x0), (oh, ow) = wins[:, 0, :2].T, wins[:, 1, :2].T
         return slice_normalize_batch(
@@ -322,8 +325,8 @@ class CropMirrorNormalize(CropArgs, Operator):
             y0,
             x0,
             flip_x=mirror,
-            mean=np.array(means).reshape(n, nch),
-            mul=np.array(invs).reshape(n, nch),
+            mean=means,
+            mul=invs,
             shift=0.0,
             fill=fill,
             out_dtype=self.dtype,

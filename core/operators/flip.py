@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
-from ..kernels._batch import as_samples
+from ..kernels._batch import as_samples, host_numbers
 from ..kernels.slice import flip_batch
 from ..kernels.window import window_batch
 
@@ -125,9 +125,9 @@ def flip_op_batch(op, samples, args: dict, stream):
     other layouts (DHWC, CDHW, FDHWC, ...) the N-D window kernel (``kernels/window.py``)."""
     s = as_samples(samples)
     n = len(s)
-    flags = {k: np.full(n, v, np.int64) for k, v in op.flags.items()}
+    flags = dict(op.flags)  # (ints: the launchers broadcast them)
     for k, vals in args.items():
-        flags[k] = flags_of(k, vals)
+        flags[k] = _nonzero_flags(k, vals)
     ndim = s.shapes.shape[1] if n else 0
     layout = op._layout or _DEFAULT_LAYOUTS.get(ndim, "")
     if layout in ("HWC", "HW") and len(layout) == ndim:
@@ -139,3 +139,14 @@ def flip_op_batch(op, samples, args: dict, stream):
         if dim in layout:
             flips[:, layout.index(dim)] = flags[name] != 0
     return window_batch(s, np.zeros((n, ndim), np.int64), s.shapes, flips, stream=stream)
+
+
+def _nonzero_flags(name: str, values) -> np.ndarray:
+    """Which samples an argument input's flags are set for (0/1 int64 (N,)), as
+    ``flags_of(...) != 0``: numbers (a coin flip's draws) read at once (``host_numbers``)
+    and checked as ``flags_of`` checks them; anything else, or a sample that is not an
+    integral number, through ``flags_of`` (which names a bad one)."""
+    v = host_numbers(values)
+    if v is not None and (np.isfinite(v) & (v == np.floor(v))).all():
+        return (v != 0).astype(np.int64)
+    return (flags_of(name, values) != 0).astype(np.int64)

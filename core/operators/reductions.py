@@ -152,18 +152,30 @@ class _Reduce(Operator):
     def _gpu_plan(self, s):
         n = len(s)
         ndim = s.shapes.shape[1] if n else 0
-        axes = self.reduced_axes(ndim)
         if n and uniform_rows(s.shapes):  # one shape: one sample's plan for every sample
-            shapes = s.shapes[:1]
-        else:
-            shapes = s.shapes
-        out_shapes = np.array([self.out_shape(sh, axes) for sh in shapes], np.int64)
-        counts = [int(np.prod(sh[axes])) if axes else 1 for sh in shapes]
+            axes, out_row, norm = self._gpu_row_plan(s.shapes[0].tobytes())
+            return axes, np.repeat(out_row, n, axis=0), np.repeat(norm, n)
+        axes = self.reduced_axes(ndim)
+        out_shapes = np.array([self.out_shape(sh, axes) for sh in s.shapes], np.int64)
+        counts = [int(np.prod(sh[axes])) if axes else 1 for sh in s.shapes]
         norms = np.array([self.norm_for(c) for c in counts], np.float64)
-        if len(shapes) < n:
-            out_shapes = np.repeat(out_shapes.reshape(1, -1), n, axis=0)
-            norms = np.repeat(norms, n)
         return axes, out_shapes.reshape(n, -1), norms
+
+    def _gpu_row_plan(self, shape: bytes):
+        """(reduced axes, (1, out_ndim) output shape, (1,) norm) of a sample of ``shape``
+        (int64 bytes), memoised per shape: a batch of one shape plans once."""
+        memo = self.__dict__.setdefault("_row_plans", {})
+        plan = memo.get(shape)
+        if plan is None:
+            sh = np.frombuffer(shape, np.int64)
+            axes = self.reduced_axes(len(sh))
+            count = int(np.prod(sh[axes])) if axes else 1
+            out_row = np.array([self.out_shape(sh, axes)], np.int64).reshape(1, -1)
+            norm = np.array([self.norm_for(count)], np.float64)
+            if len(memo) >= 64:
+                memo.clear()
+            plan = memo[shape] = (axes, out_row, norm)
+        return plan
 
     def run_batch(self, inputs, args, params, stream):
         s = as_samples(inputs[0])

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import register
+from ..kernels._batch import host_numbers
 from . import _small
 from ._affine import deg2rad
 from ._warp import WarpOp
@@ -186,7 +187,9 @@ class Rotate(WarpOp):
         if lay.spatial_ndim != 2 or "axis" in args or "size" in args:
             return super()._batch_params(inputs, args, shapes, stream)
         if "angle" in args:
-            a = _small.stack(args["angle"])
+            a = host_numbers(args["angle"], kinds="iuf")  # (0-d samples: read at once)
+            if a is None:
+                a = _small.stack(args["angle"])
             if a is None or a.size != n or a.dtype.kind not in "iuf":
                 return super()._batch_params(inputs, args, shapes, stream)
             angles = a.astype(np.float32).reshape(n)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import register
+from ..kernels._batch import host_numbers
 from . import _small
 from ._warp import WarpOp
 from .rotate import Rotate
@@ -59,8 +60,7 @@ class WarpFused(WarpOp):
         return self._by_kind[k]._sample_params(inputs, {self._args[k]: args[self._args[k]]}, shape)
 
     def _batch_params(self, inputs, args, shapes, stream):
-        kinds = _small.stack(args["kind"])
-        kinds = np.array([int(k) for k in args["kind"]]) if kinds is None else kinds.reshape(-1)
+        kinds = _kinds(args["kind"])
         n = len(shapes)
         mats = sizes = None
         for k, op in enumerate(self._by_kind):
@@ -76,3 +76,14 @@ class WarpFused(WarpOp):
                 sizes = np.zeros((n, size.shape[1]), np.int64)
             mats[sel], sizes[sel] = m, size
         return mats, sizes
+
+
+def _kinds(samples) -> np.ndarray:
+    """The ``kind`` of every sample as a 1-D array: numbers (the automatic augmentations'
+    0-d samples) read at once (``host_numbers``) as float64, whose comparisons with 0 and 1 are
+    those of the samples' own type; anything else stacked (or one ``int`` per sample)."""
+    kinds = host_numbers(samples)
+    if kinds is not None:
+        return kinds
+    kinds = _small.stack(samples)
+    return np.array([int(k) for k in samples]) if kinds is None else kinds.reshape(-1)

@@ -76,3 +76,26 @@ def test_small_stack_equals_np_stack():
             np.testing.assert_array_equal(got, want)
     assert stack([np.zeros(2), np.zeros(3)]) is None
     assert stack([np.zeros(2, np.float32), np.zeros(2)]) is None
+
+
+def test_host_numbers_reads_one_number_per_sample_of_one_numeric_dtype():
+    from dlpipe.kernels._batch import host_numbers
+    from dlpipe.operators._small import stack
+
+    rng = np.random.default_rng(0)
+    for dt in (np.bool_, np.int32, np.int64, np.uint8, np.float32, np.float64):
+        samples = [np.asarray(v).astype(dt) for v in rng.integers(0, 3, 50)]
+        got = host_numbers(samples)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, stack(samples).astype(np.float64))
+    ones = host_numbers([np.array([1.5]), np.array([0.0])])  # one element each, not 0-d
+    assert ones is None or ones.tolist() == [1.5, 0.0]  # (numpy may refuse them: stacked)
+    for other in (
+        [np.array("1")],  # not numbers: the caller stacks them (and refuses them)
+        [np.array(1 + 0j)],
+        [np.array(1, np.int32), np.array(1, np.int64)],  # two dtypes
+        [1, 0],  # Python numbers
+        [np.array([1, 0])],  # several numbers
+        [],
+    ):
+        assert host_numbers(other) is None
