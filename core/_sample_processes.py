@@ -49,6 +49,8 @@ class RemoteRun:
         takes: the DataNodes it takes from outside (key, node), per sample.
         gives: the DataNodes the rest of the graph takes from it, sent back per sample.
         want: their keys.
+        uploads_only: whether only ``.gpu()`` copies take ``gives`` (the executor works it
+            out on first use: then their arrays are unpacked into pinned memory).
     """
 
     key: int
@@ -57,6 +59,7 @@ class RemoteRun:
     takes: list[tuple[int, DataNode]]
     gives: list[DataNode]
     want: tuple[int, ...]
+    uploads_only: bool | None = None
 
 
 def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None, list[OpNode]]:
@@ -149,14 +152,16 @@ def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 class _Ticket:
-    """One request's reply, once read (``done``): ``value`` or ``error``."""
+    """One request's reply, once read (``done``): ``value`` or ``error``; ``alloc``: where its
+    arrays are unpacked (``_sample_server.unpack``), None for arrays of their own."""
 
-    __slots__ = ("done", "value", "error")
+    __slots__ = ("done", "value", "error", "alloc")
 
-    def __init__(self) -> None:
+    def __init__(self, alloc=None) -> None:
         self.done = False
         self.value = None
         self.error: BaseException | None = None
+        self.alloc = alloc
 
 
 class _Line:
@@ -176,7 +181,7 @@ class _Line:
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
 
-    def submit(self, run: RemoteRun, items: list) -> _Ticket:
+    def submit(self, run: RemoteRun, items: list, alloc=None) -> _Ticket:
         with self.sending:
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
@@ -185,7 +190,7 @@ class _Line:
             # was answered), the rest of them on the pipe: a pipe takes 1 MiB, and a larger
             # request would keep this thread waiting until the process had read it all
             packed = pack(items, self.memory, ask)
-            ticket = _Ticket()
+            ticket = _Ticket(alloc)
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
@@ -203,7 +208,7 @@ class _Line:
             while not ticket.done:
                 oldest = self.tickets[0]
                 try:
-                    oldest.value = unpack(self.helper.result(), self.memory)
+                    oldest.value = unpack(self.helper.result(), self.memory, oldest.alloc)
                 except BaseException as e:
                     oldest.error = e
                     if not isinstance(e, HelperError):  # interrupted: the helper is failed
@@ -220,10 +225,11 @@ class _Line:
 
 class Pending:
     """A run submitted to the processes (:meth:`SampleProcesses.submit`): :meth:`result`
-    waits for its replies."""
+    waits for its replies; ``alloc``: the allocator their arrays are unpacked with, or None."""
 
-    def __init__(self, parts: list[tuple[_Line, _Ticket]]) -> None:
+    def __init__(self, parts: list[tuple[_Line, _Ticket]], alloc=None) -> None:
         self._parts = parts
+        self.alloc = alloc
 
     def result(self) -> list[SamplesDone]:
         """Every process's reply; raises the first HelperError once all were read."""
@@ -293,11 +299,13 @@ class SampleProcesses:
             self._lines = [_Line(h, m) for h, m in zip(helpers, memory, strict=True)]
         return self._lines
 
-    def submit(self, run: RemoteRun, items: list) -> Pending:
+    def submit(self, run: RemoteRun, items: list, alloc=None) -> Pending:
         """Send ``run`` for ``items`` ((index, values, params) per sample), spread over the
         processes by size: each sample goes to the process with the fewest bytes so far,
         largest first (input bytes stand for the work: decoding and resampling scale with
-        them). Waits only while a process holds ``IN_FLIGHT`` requests."""
+        them). Waits only while a process holds ``IN_FLIGHT`` requests. ``alloc(nbytes)``:
+        where each reply's arrays are unpacked, one uint8 block a reply (pinned host memory
+        for values only a ``.gpu()`` copy takes); None: arrays of their own."""
         with self._lock:
             lines = self._start()
             if run.key not in self._known:
@@ -311,7 +319,8 @@ class SampleProcesses:
             b = loads.index(min(loads))
             bins[b].append(item)
             loads[b] += size
-        return Pending([(x, x.submit(run, part)) for x, part in zip(lines, bins, strict=False)])
+        parts = [(x, x.submit(run, part, alloc)) for x, part in zip(lines, bins, strict=False)]
+        return Pending(parts, alloc)
 
     def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
         """:meth:`submit`, then its result."""

@@ -113,17 +113,30 @@ def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object
     return Packed(data, spans)
 
 
-def unpack(reply: object, memory) -> object:
+def unpack(reply: object, memory, alloc=None) -> object:
     """The reply :func:`pack` made, its buffers copied out of ``memory`` (writable arrays that
     outlive the next request). numpy copies them: it lets the GIL go while it copies, where
-    ``bytes``/``bytearray`` hold it for 16 MB a batch of audio."""
+    ``bytes``/``bytearray`` hold it for 16 MB a batch of audio.
+
+    ``alloc(nbytes)``: where the buffers go, one uint8 block for all of them (64-byte aligned
+    in it), instead of an array each: the pipeline passes pinned host memory for values that
+    only a ``.gpu()`` copy takes, which then uploads them from there (``operators/_copy.py``)."""
     if not isinstance(reply, Packed):
         return reply
     buffers = []
-    for o, n in reply.spans:
-        buf = np.empty(n, np.uint8)
-        _copy(buf, np.frombuffer(memory, np.uint8, n, o))
-        buffers.append(buf)
+    if alloc is None:
+        for o, n in reply.spans:
+            buf = np.empty(n, np.uint8)
+            _copy(buf, np.frombuffer(memory, np.uint8, n, o))
+            buffers.append(buf)
+    elif reply.spans:
+        block = alloc(sum((n + 63) & ~63 for _, n in reply.spans))
+        pos = 0
+        for o, n in reply.spans:
+            buf = block[pos : pos + n]
+            _copy(buf, np.frombuffer(memory, np.uint8, n, o))
+            buffers.append(buf)
+            pos = (pos + n + 63) & ~63
     return pickle.loads(reply.data, buffers=buffers)
 
 

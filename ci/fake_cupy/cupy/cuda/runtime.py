@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import COUNTS
 
+memcpyHostToDevice = 1
 memcpyDefault = 4
 
 

@@ -1,0 +1,123 @@
+"""Values the sample processes send back for a ``.gpu()`` copy alone are unpacked into pinned
+blocks and uploaded sample by sample from there (``operators/_copy.py``, ``PinnedSamples``),
+run against the stand-in CuPy of ``ci/fake_cupy``: each sample's copy reads its own bytes into
+its place in the batch the staged copy would make, and anything else is staged as before.
+tests/gpu/test_tensors_gpu.py and tests/gpu/test_audio_gpu.py check the same on a GPU."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+
+import numpy as np
+import pytest
+from audio_data import speech_like, to_pcm, write_wav
+from test_gpu_host_batching import fake_cupy  # noqa: F401 (the fixture)
+
+from dlpipe import Pipeline, fn, types
+from dlpipe._ipc import process as ipc_process
+from dlpipe._sample_server import pack, unpack
+from dlpipe.options import RuntimeOptions
+
+
+def _record_copies(monkeypatch, cupy) -> list:
+    """(destination, the source's bytes) of each host-to-device ``memcpyAsync``, in order."""
+    sent = []
+
+    def memcpy(dst, src, size, kind, stream):
+        assert kind == cupy.cuda.runtime.memcpyHostToDevice
+        sent.append((dst, ctypes.string_at(src, size)))
+
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", memcpy)
+    return sent
+
+
+def _unpacked(samples: list, blocks) -> list:
+    """``samples`` through a sample process's reply: packed into a memfd-like mapping and
+    unpacked with ``blocks`` as the allocator."""
+    memory = mmap.mmap(-1, 1 << 22)
+    return unpack(pack(samples, memory), memory, blocks)
+
+
+@pytest.mark.parametrize("ragged", [True, False])
+def test_samples_in_pinned_blocks_go_up_in_place(fake_cupy, monkeypatch, ragged):  # noqa: F811
+    from dlpipe.operators._copy import CopyToGpu, PinnedBlocks, PinnedSamples
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(20_000, 60_000, 9) if ragged else [40_000] * 9
+    samples = [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]
+    blocks = PinnedBlocks(0)
+    got = _unpacked(samples, blocks)
+    assert len(blocks.spans) == 1
+    sent = _record_copies(monkeypatch, fake_cupy)
+    op = CopyToGpu(device="mixed")
+    stream = fake_cupy.cuda.Stream()
+    batch = PinnedSamples(got, blocks.spans)
+    out = op.run_batch([batch], {}, None, stream)
+    assert op._pending[-1][1] is batch  # the blocks are held until the copies have passed
+    staged = op.run_batch([[s.copy() for s in samples]], {}, None, stream)
+    assert [d for d, _ in sent] == out.ptrs.tolist()  # each sample into its own place
+    assert [b for _, b in sent] == [s.tobytes() for s in samples]
+    base, staged_base = int(out.ptrs[0]), int(staged.ptrs[0])
+    assert (out.ptrs - base).tolist() == (staged.ptrs - staged_base).tolist()
+    np.testing.assert_array_equal(out.shapes, staged.shapes)
+    np.testing.assert_array_equal(out.strides, staged.strides)
+    assert out.dtype == staged.dtype == np.float32
+    assert len(sent) == len(samples)  # the staged copy made none of these
+
+
+def test_samples_outside_the_blocks_or_small_are_staged(fake_cupy, monkeypatch):  # noqa: F811
+    from dlpipe.operators._copy import CopyToGpu, PinnedBlocks, PinnedSamples
+
+    big = [np.full(30_000, k, np.float32) for k in range(4)]
+    blocks = PinnedBlocks(0)
+    got = _unpacked(big, blocks)
+    sent = _record_copies(monkeypatch, fake_cupy)
+    op = CopyToGpu(device="mixed")
+    stream = fake_cupy.cuda.Stream()
+    fake_cupy.COUNTS.clear()
+    op.run_batch([PinnedSamples([*got[:3], big[3]], blocks.spans)], {}, None, stream)
+    small = _unpacked([np.ones(100, np.float32)] * 4, blocks)
+    op.run_batch([PinnedSamples(small, blocks.spans)], {}, None, stream)
+    assert sent == [] and fake_cupy.COUNTS["h2d"] == 2  # one staged copy each
+
+
+@pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
+    fake_cupy,  # noqa: F811
+    monkeypatch,
+    tmp_path,
+):
+    """DLE Jasper's CPU part in sample processes, then ``.gpu()``: every sample's upload reads
+    the bytes the CPU pipeline gives for it, in the batch's order."""
+    lines = []
+    for k in range(8):
+        n = int(16000 * (1.0 + 0.2 * k))
+        write_wav(str(tmp_path / f"u{k}.wav"), to_pcm(speech_like(n, 16000, seed=k), 16), 16000)
+        lines.append(f"u{k}.wav {k}")
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+
+    def build(device_id):
+        pipe = Pipeline(batch_size=4, num_threads=2, device_id=device_id, seed=5,
+                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
+        with pipe:
+            encoded, _ = fn.readers.file(file_root=str(tmp_path),
+                                         file_list=os.path.join(tmp_path, "list.txt"))  # fmt: skip
+            audio, _ = fn.decoders.audio(encoded, sample_rate=16000, dtype=types.FLOAT,
+                                         downmix=True)  # fmt: skip
+            begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+            audio = fn.slice(audio, begin, length, axes=[0])
+            pipe.set_outputs(audio.gpu() if device_id is not None else audio)
+        pipe.build()
+        return pipe
+
+    want = []
+    cpu = build(None)
+    for _ in range(4):
+        want += [np.asarray(x).tobytes() for x in cpu.run()[0]]
+    sent = _record_copies(monkeypatch, fake_cupy)
+    gpu = build(0)
+    for _ in range(4):
+        gpu.run()
+    assert [b for _, b in sent] == want
