@@ -130,13 +130,21 @@ def unpack(reply: object, memory, alloc=None) -> object:
             _copy(buf, np.frombuffer(memory, np.uint8, n, o))
             buffers.append(buf)
     elif reply.spans:
-        block = alloc(sum((n + 63) & ~63 for _, n in reply.spans))
-        pos = 0
+        # laid out as pack laid them out from the region's start (64-byte aligned): one copy
+        # for them all, the padding between them included, where the reply's spans agree
+        start, pos, same = reply.spans[0][0], 0, True
         for o, n in reply.spans:
-            buf = block[pos : pos + n]
-            _copy(buf, np.frombuffer(memory, np.uint8, n, o))
-            buffers.append(buf)
-            pos = (pos + n + 63) & ~63
+            same = same and o - start == pos
+            buffers.append((pos, n))
+            end = pos + n
+            pos = (end + 63) & ~63
+        block = alloc(pos)
+        if same:
+            _copy(block[:end], np.frombuffer(memory, np.uint8, end, start))
+        else:
+            for (at, n), (o, _) in zip(buffers, reply.spans, strict=True):
+                _copy(block[at : at + n], np.frombuffer(memory, np.uint8, n, o))
+        buffers = [block[at : at + n] for at, n in buffers]
     return pickle.loads(reply.data, buffers=buffers)
 
 

@@ -121,3 +121,28 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     for _ in range(4):
         gpu.run()
     assert [b for _, b in sent] == want
+
+
+@pytest.mark.parametrize("start", [0, 64, 3])
+def test_unpack_into_one_block_gives_the_same_arrays(start):
+    """A reply's arrays unpacked into one block (``alloc``) equal those unpacked into arrays of
+    their own, whether the reply's spans lie as the block's (one copy: the region starts
+    64-byte aligned) or not."""
+    rng = np.random.default_rng(start)
+    reply = [(k, rng.standard_normal(int(n)).astype(np.float32)) for k, n in
+             enumerate(rng.integers(1, 5000, 7))]  # fmt: skip
+    reply.append((7, np.arange(12, dtype=np.int16).reshape(3, 4)))
+    memory = mmap.mmap(-1, 1 << 20)
+    packed = pack(reply, memory, (start, (1 << 20) - start))
+    blocks = []
+
+    def alloc(nbytes):
+        blocks.append(np.zeros(nbytes, np.uint8))
+        return blocks[-1]
+
+    got, want = unpack(packed, memory, alloc), unpack(packed, memory)
+    assert len(blocks) == 1
+    for (i, x), (j, y) in zip(got, want, strict=True):
+        assert i == j and x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
+        assert np.shares_memory(x, blocks[0])
