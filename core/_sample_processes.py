@@ -32,7 +32,8 @@ import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
 from ._malloc import in_force as malloc_in_force
-from ._sample_server import Chain, Samples, SamplesDone, Step, pack, unpack
+from ._sample_server import Chain, Packed, Samples, SamplesDone, Step, pack, unpack
+from ._upload_area import UploadArea
 from .graph import DataNode, OpNode
 
 _KEYS = itertools.count(1)
@@ -153,15 +154,20 @@ def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 class _Ticket:
     """One request's reply, once read (``done``): ``value`` or ``error``; ``alloc``: where its
-    arrays are unpacked (``_sample_server.unpack``), None for arrays of their own."""
+    arrays are unpacked (``_sample_server.unpack``), None for arrays of their own; ``span``:
+    the upload area's span reserved for them (``_upload_area.py``), of run ``key``, for a
+    request of ``sent`` bytes."""
 
-    __slots__ = ("done", "value", "error", "alloc")
+    __slots__ = ("done", "value", "error", "alloc", "span", "key", "sent")
 
-    def __init__(self, alloc=None) -> None:
+    def __init__(self, alloc=None, span=None, key: int = 0, sent: int = 0) -> None:
         self.done = False
         self.value = None
         self.error: BaseException | None = None
         self.alloc = alloc
+        self.span = span
+        self.key = key
+        self.sent = sent
 
 
 class _Line:
@@ -173,15 +179,18 @@ class _Line:
     the order of the requests, each unpacked into its ticket at once (so its part of the
     memfd is free again before another request may use it)."""
 
-    def __init__(self, helper: HelperProcess, memory) -> None:
+    def __init__(self, helper: HelperProcess, memory, area: UploadArea | None = None) -> None:
         self.helper = helper
         self.memory = memory
+        self.area = area
         self.sending = threading.Lock()
         self.reading = threading.Lock()
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
 
-    def submit(self, run: RemoteRun, items: list, alloc=None) -> _Ticket:
+    def submit(self, run: RemoteRun, items: list, alloc=None, shared: bool = False) -> _Ticket:
+        """Send ``items``; ``shared``: the reply may go to the upload area (a span is
+        reserved for it when there is room)."""
         with self.sending:
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
@@ -190,15 +199,19 @@ class _Line:
             # was answered), the rest of them on the pipe: a pipe takes 1 MiB, and a larger
             # request would keep this thread waiting until the process had read it all
             packed = pack(items, self.memory, ask)
-            ticket = _Ticket(alloc)
+            sent = sum(map(_nbytes, items)) if shared else 0
+            span = self.area.reserve(run.key, sent) if shared and self.area else None
+            ticket = _Ticket(alloc, span, run.key, sent)
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
-                self.helper.submit(Samples(run.key, packed, run.want, answer))
+                self.helper.submit(Samples(run.key, packed, run.want, answer, span))
             except BaseException as e:
                 ticket.error = e  # the helper failed: it will not answer
                 ticket.done = True
                 self.tickets.remove(ticket)
+                if span is not None:
+                    self.area.release(*span)
                 raise
             return ticket
 
@@ -208,7 +221,7 @@ class _Line:
             while not ticket.done:
                 oldest = self.tickets[0]
                 try:
-                    oldest.value = unpack(self.helper.result(), self.memory, oldest.alloc)
+                    oldest.value = self._read(oldest)
                 except BaseException as e:
                     oldest.error = e
                     if not isinstance(e, HelperError):  # interrupted: the helper is failed
@@ -216,6 +229,26 @@ class _Line:
                         raise
                 oldest.done = True
                 self.tickets.popleft()
+
+    def _read(self, ticket: _Ticket):
+        """The next reply (``ticket``'s), unpacked: from the upload area where the process
+        put it in the span reserved for it, else copied out of the memfd (the span is free
+        again). A request cut short (interrupted) keeps its span: the process may still
+        write there."""
+        span = ticket.span
+        if span is None:
+            return unpack(self.helper.result(), self.memory, ticket.alloc)
+        try:
+            reply = self.helper.result()
+        except HelperError:  # a Failed reply: nothing was written to the span
+            self.area.release(*span)
+            raise
+        got = sum(n for _, n in reply.spans) if isinstance(reply, Packed) else 0
+        self.area.learn(ticket.key, ticket.sent, got)
+        if isinstance(reply, Packed) and reply.shared:
+            return self.area.unpack(reply, span)
+        self.area.release(*span)
+        return unpack(reply, self.memory, ticket.alloc)
 
     def _fail_all(self, exc: BaseException) -> None:
         while self.tickets:
@@ -257,6 +290,7 @@ class SampleProcesses:
     def __init__(self, count: int):
         self.count = max(1, count)
         self._lines: list[_Line] | None = None
+        self._area: UploadArea | None = None
         self._known: set[int] = set()
         self._lock = threading.Lock()  # starting, and a chain's first use
 
@@ -267,6 +301,7 @@ class SampleProcesses:
             import mmap
 
             helpers, memory = [], []
+            area = UploadArea()
             try:
                 for _ in range(self.count):
                     fd = os.memfd_create("dlpipe-samples", os.MFD_CLOEXEC)
@@ -281,9 +316,11 @@ class SampleProcesses:
                                     "fd": fd,
                                     "size": SHARED_BYTES,
                                     "malloc_tuning": malloc_in_force(),
+                                    "uploads_fd": area.fd,
+                                    "uploads_size": area.size,
                                 },
                                 path=True,
-                                pass_fds=(fd,),
+                                pass_fds=(fd, area.fd),
                                 env=ONE_BLAS_THREAD,
                             )
                         )
@@ -296,7 +333,10 @@ class SampleProcesses:
                 for m in memory:
                     m.close()
                 raise
-            self._lines = [_Line(h, m) for h, m in zip(helpers, memory, strict=True)]
+            finally:
+                area.close_fd()  # the helpers have theirs; the mapping keeps the area here
+            self._area = area
+            self._lines = [_Line(h, m, area) for h, m in zip(helpers, memory, strict=True)]
         return self._lines
 
     def submit(self, run: RemoteRun, items: list, alloc=None) -> Pending:
@@ -305,7 +345,9 @@ class SampleProcesses:
         largest first (input bytes stand for the work: decoding and resampling scale with
         them). Waits only while a process holds ``IN_FLIGHT`` requests. ``alloc(nbytes)``:
         where each reply's arrays are unpacked, one uint8 block a reply (pinned host memory
-        for values only a ``.gpu()`` copy takes); None: arrays of their own."""
+        for values only a ``.gpu()`` copy takes); None: arrays of their own. Where
+        ``alloc.share(area)`` makes the upload area usable (page-locks it), the replies go
+        there first, and are not copied at all (``_upload_area.py``)."""
         with self._lock:
             lines = self._start()
             if run.key not in self._known:
@@ -319,7 +361,11 @@ class SampleProcesses:
             b = loads.index(min(loads))
             bins[b].append(item)
             loads[b] += size
-        parts = [(x, x.submit(run, part, alloc)) for x, part in zip(lines, bins, strict=False)]
+        share = getattr(alloc, "share", None)
+        shared = share is not None and self._area is not None and share(self._area)
+        parts = [
+            (x, x.submit(run, part, alloc, shared)) for x, part in zip(lines, bins, strict=False)
+        ]
         return Pending(parts, alloc)
 
     def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
@@ -332,6 +378,7 @@ class SampleProcesses:
             for x in self._lines:
                 x.memory.close()
             self._lines = None
+            self._area = None  # its mapping goes with the last array that views it
             self._known.clear()
 
 

@@ -58,13 +58,29 @@ def _pinned(shape: tuple, dtype) -> np.ndarray:
 class PinnedBlocks:
     """``_sample_server.unpack``'s ``alloc`` for values only a ``.gpu()`` copy takes: pinned
     host blocks (size classes, on ``device_id``), with the (start, end) address of each it
-    gave in ``spans`` (what :class:`PinnedSamples` is checked against)."""
+    gave in ``spans`` (what :class:`PinnedSamples` is checked against), and of the sample
+    processes' upload area once :meth:`share` made it usable."""
 
-    __slots__ = ("device_id", "spans")
+    __slots__ = ("device_id", "spans", "_shared")
 
     def __init__(self, device_id: int) -> None:
         self.device_id = device_id
         self.spans: list[tuple[int, int]] = []
+        self._shared = False
+
+    def share(self, area) -> bool:
+        """Whether the replies may go to ``area`` (``_upload_area.UploadArea``): it is
+        page-locked for this device (on first use; a failure leaves the area unused: the
+        replies are copied into blocks, as before)."""
+        if not area.tried:
+            with area.lock:
+                if not area.tried:
+                    area.usable = _page_lock(area, self.device_id)
+                    area.tried = True
+        if area.usable and not self._shared:
+            self._shared = True
+            self.spans.append((area.address, area.address + area.size))
+        return area.usable
 
     def __call__(self, nbytes: int) -> np.ndarray:
         import cupy
@@ -74,6 +90,33 @@ class PinnedBlocks:
         start = block.ctypes.data
         self.spans.append((start, start + nbytes))
         return block
+
+
+def _page_lock(area, device_id: int) -> bool:
+    """Page-lock the upload area's mapping (``cudaHostRegister``, portable: every context
+    sees it pinned) until the mapping goes; False where CUDA refuses it."""
+    import weakref
+
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    try:
+        with cupy.cuda.Device(device_id):
+            runtime.hostRegister(area.address, area.size, 1)  # cudaHostRegisterPortable
+    except Exception:  # (CUDA errors are CuPy's own types)
+        return False
+    done = weakref.finalize(area.memory, _page_unlock, cupy, area.address, device_id)
+    done.atexit = False  # at exit the process's end frees it: CUDA may be gone before
+    return True
+
+
+def _page_unlock(cupy, address: int, device_id: int) -> None:
+    """Undo :func:`_page_lock` as the mapping goes (its last view is gone: no copy reads it)."""
+    try:
+        with cupy.cuda.Device(device_id):
+            cupy.cuda.runtime.hostUnregister(address)
+    except Exception:
+        pass
 
 
 class PinnedSamples(list):

@@ -18,6 +18,7 @@ from test_gpu_host_batching import fake_cupy  # noqa: F401 (the fixture)
 from dlpipe import Pipeline, fn, types
 from dlpipe._ipc import process as ipc_process
 from dlpipe._sample_server import pack, unpack
+from dlpipe._upload_area import UploadArea
 from dlpipe.options import RuntimeOptions
 
 
@@ -99,7 +100,9 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
 
     def build(device_id):
+        # synchronous: the copies come in the batches' order (lanes would interleave them)
         pipe = Pipeline(batch_size=4, num_threads=2, device_id=device_id, seed=5,
+                        exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
                         runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
         with pipe:
             encoded, _ = fn.readers.file(file_root=str(tmp_path),
@@ -117,10 +120,17 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     for _ in range(4):
         want += [np.asarray(x).tobytes() for x in cpu.run()[0]]
     sent = _record_copies(monkeypatch, fake_cupy)
+    shared = []
+    real_unpack = UploadArea.unpack
+    monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
     gpu = build(0)
     for _ in range(4):
         gpu.run()
     assert [b for _, b in sent] == want
+    # the replies went to the upload area, page-locked once: no copy on the pipeline's side
+    assert len(shared) >= 4 and fake_cupy.COUNTS["host_register"] == 1
+    cpu.close()
+    gpu.close()
 
 
 @pytest.mark.parametrize("start", [0, 64, 3])

@@ -30,3 +30,11 @@ def streamSynchronize(stream) -> None:
 
 def deviceSynchronize() -> None:
     COUNTS["sync"] += 1
+
+
+def hostRegister(ptr, size, flags) -> None:
+    COUNTS["host_register"] += 1
+
+
+def hostUnregister(ptr) -> None:
+    COUNTS["host_unregister"] += 1
