@@ -378,7 +378,9 @@ class SampleProcesses:
             for x in self._lines:
                 x.memory.close()
             self._lines = None
-            self._area = None  # its mapping goes with the last array that views it
+            if self._area is not None:  # unlocked and unmapped once nothing views it
+                self._area.retire()
+            self._area = None
             self._known.clear()
 
 

@@ -36,7 +36,11 @@ _SLACK = 64 << 10
 class UploadArea:
     """The area's memfd ``fd`` (for the processes) and its mapping here, with a first-fit
     allocator of its spans. ``address``: where the mapping lies; ``usable``: page-locked (set
-    by whoever registers it, ``operators/_copy.py``)."""
+    by whoever registers it, ``operators/_copy.py``, with ``unlock`` to undo it).
+
+    Once the processes are stopped (:meth:`retire`) and the last array viewing the area is
+    collected, ``unlock`` runs, while the mapping is still there (it goes with this object:
+    ``mmap`` unmaps before it calls its weak references back)."""
 
     def __init__(self, size: int = AREA_BYTES) -> None:
         self.fd = os.memfd_create("dlpipe-uploads", os.MFD_CLOEXEC)
@@ -46,6 +50,9 @@ class UploadArea:
         self.address = np.frombuffer(self.memory, np.uint8, 1).ctypes.data
         self.usable = False
         self.tried = False  # registration was tried (once)
+        self.unlock = None  # undoes the registration
+        self._live = 0  # blocks of replies not yet collected
+        self._retired = False
         self.lock = threading.Lock()
         self._starts = [0]  # free spans, sorted, disjoint, not adjacent
         self._ends = [size]
@@ -90,6 +97,28 @@ class UploadArea:
                 self._starts.insert(i, offset)
                 self._ends.insert(i, end)
 
+    def retire(self) -> None:
+        """The processes are gone: ``unlock`` once no array views the area any more."""
+        with self.lock:
+            self._retired = True
+            last = self._live == 0
+        if last:
+            self._unlock()
+
+    def _drop(self, offset: int, size: int) -> None:
+        """A reply's block was collected: its span is free again."""
+        self.release(offset, size)
+        with self.lock:
+            self._live -= 1
+            last = self._retired and self._live == 0
+        if last:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        hook, self.unlock = self.unlock, None
+        if hook is not None:
+            hook()
+
     def learn(self, key: int, sent: int, got: int) -> None:
         """A reply of ``got`` bytes to ``sent``: the run's reservations follow (with a margin:
         a reply that does not fit goes the usual way, with a copy)."""
@@ -109,7 +138,9 @@ class UploadArea:
         used = min(-(-(end - offset) // _ALIGN) * _ALIGN, size)
         self.release(offset + used, size - used)
         block = np.frombuffer(self.memory, np.uint8, used, offset)
-        weakref.finalize(block, self.release, offset, used)
+        with self.lock:
+            self._live += 1
+        weakref.finalize(block, self._drop, offset, used)
         buffers = [block[o - offset : o - offset + n] for o, n in reply.spans]
         return pickle.loads(reply.data, buffers=buffers)
 

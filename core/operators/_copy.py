@@ -94,24 +94,23 @@ class PinnedBlocks:
 
 def _page_lock(area, device_id: int) -> bool:
     """Page-lock the upload area's mapping (``cudaHostRegister``, portable: every context
-    sees it pinned) until the mapping goes; False where CUDA refuses it."""
-    import weakref
+    sees it pinned), undone by ``area.unlock`` once the area is retired and nothing views it
+    (no copy reads it); False where CUDA refuses it."""
+    import functools
 
     import cupy
 
-    runtime = cupy.cuda.runtime
     try:
         with cupy.cuda.Device(device_id):
-            runtime.hostRegister(area.address, area.size, 1)  # cudaHostRegisterPortable
+            cupy.cuda.runtime.hostRegister(area.address, area.size, 1)  # ...Portable
     except Exception:  # (CUDA errors are CuPy's own types)
         return False
-    done = weakref.finalize(area.memory, _page_unlock, cupy, area.address, device_id)
-    done.atexit = False  # at exit the process's end frees it: CUDA may be gone before
+    area.unlock = functools.partial(_page_unlock, cupy, area.address, device_id)
     return True
 
 
 def _page_unlock(cupy, address: int, device_id: int) -> None:
-    """Undo :func:`_page_lock` as the mapping goes (its last view is gone: no copy reads it)."""
+    """Undo :func:`_page_lock`."""
     try:
         with cupy.cuda.Device(device_id):
             cupy.cuda.runtime.hostUnregister(address)

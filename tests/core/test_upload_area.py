@@ -92,3 +92,26 @@ def test_server_puts_replies_in_the_area_when_they_fit(tmp_path):
 class _Twice:
     def run_sample(self, inputs, args, params):
         return inputs[0] * 2
+
+
+def test_unlock_waits_for_the_processes_and_the_last_view():
+    """The registration is undone once, after the processes stopped and the last array viewing
+    the area was collected (a copy may read it until then), with the mapping still there."""
+    area = UploadArea(1 << 20)
+    area.close_fd()
+    calls = []
+    area.unlock = lambda: calls.append(np.frombuffer(area.memory, np.uint8, 4).sum())
+    span = area.reserve(1, 1000)
+    got = area.unpack(pack([np.ones(100, np.uint8)], area.memory, span), span)
+    area.retire()
+    assert calls == []  # a view is alive
+    del got
+    gc.collect()
+    assert len(calls) == 1 and area.unlock is None
+    area.retire()
+    assert len(calls) == 1
+    other = UploadArea(1 << 16)
+    other.close_fd()
+    other.unlock = lambda: calls.append("other")
+    other.retire()  # nothing views it: at once
+    assert calls[-1] == "other"

@@ -1,7 +1,8 @@
-"""Values the sample processes send back for a ``.gpu()`` copy alone are unpacked into pinned
-blocks and uploaded sample by sample from there (``operators/_copy.py``, ``PinnedSamples``):
-the blocks are page-locked, the device batch equals the host samples, and DLE Jasper's CPU
-chain in sample processes gives on the GPU the batches it gives on the CPU."""
+"""Values the sample processes send back for a ``.gpu()`` copy alone go to the upload area (or
+else are unpacked into pinned blocks) and are uploaded sample by sample from there
+(``_upload_area.py``, ``operators/_copy.py``: ``PinnedSamples``): the area and the blocks are
+page-locked, the device batch equals the host samples, and DLE Jasper's CPU chain in sample
+processes gives on the GPU the batches it gives on the CPU."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ cupy = pytest.importorskip("cupy")
 from dlpipe import Pipeline, fn, types  # noqa: E402
 from dlpipe._ipc import process as ipc_process  # noqa: E402
 from dlpipe._sample_server import pack, unpack  # noqa: E402
+from dlpipe._upload_area import UploadArea  # noqa: E402
 from dlpipe.operators import _copy  # noqa: E402
 from dlpipe.options import RuntimeOptions  # noqa: E402
 
@@ -51,6 +53,37 @@ def test_pinned_samples_go_up_in_place(monkeypatch, ragged):
         np.testing.assert_array_equal(a, cupy.asnumpy(b))
 
 
+def test_upload_area_is_page_locked_and_goes_up_in_place(monkeypatch):
+    area = UploadArea(64 << 20)
+    area.close_fd()
+    blocks = _copy.PinnedBlocks(0)
+    assert blocks.share(area) and area.usable
+    attrs = cupy.cuda.runtime.pointerGetAttributes(area.address + (1 << 20))
+    assert getattr(attrs, "type", getattr(attrs, "memoryType", None)) == 1
+    rng = np.random.default_rng(5)
+    samples = [rng.standard_normal(int(n)).astype(np.float32) for n in (70_000, 90_000, 30_000)]
+    span = area.reserve(1, sum(a.nbytes for a in samples))
+    got = area.unpack(pack(samples, area.memory, span), span)
+    copies = []
+    real = cupy.cuda.runtime.memcpyAsync
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a) or real(*a))
+    op = _copy.CopyToGpu(device="mixed")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        out = op.run_batch([_copy.PinnedSamples(got, blocks.spans)], {}, None, stream)
+    stream.synchronize()
+    assert len(copies) == len(samples)
+    for a, b in zip(samples, out, strict=True):
+        np.testing.assert_array_equal(a, cupy.asnumpy(b))
+    area.retire()
+    op._pending.clear()
+    del got
+    import gc
+
+    gc.collect()
+    assert area.unlock is None  # unregistered once nothing viewed it
+
+
 def _write_wav(path: str, x: np.ndarray, rate: int) -> None:
     with wave.open(path, "wb") as f:
         f.setnchannels(1)
@@ -79,6 +112,9 @@ def test_jasper_chain_in_processes_goes_up_from_pinned_blocks(tmp_path, monkeypa
         return out
 
     monkeypatch.setattr(_copy.CopyToGpu, "_upload_in_place", spy)
+    shared = []
+    real_unpack = UploadArea.unpack
+    monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
 
     def build(device_id):
         pipe = Pipeline(batch_size=4, num_threads=2, device_id=device_id, seed=5,
@@ -104,3 +140,4 @@ def test_jasper_chain_in_processes_goes_up_from_pinned_blocks(tmp_path, monkeypa
     cpu.close()
     gpu.close()
     assert in_place and all(in_place)
+    assert shared  # the replies went to the upload area: no copy on the pipeline's side
