@@ -19,6 +19,7 @@ and no deadlock to the requests' slots.
 from __future__ import annotations
 
 import bisect
+import collections
 import mmap
 import os
 import pickle
@@ -52,6 +53,7 @@ class UploadArea:
         self.tried = False  # registration was tried (once)
         self.unlock = None  # undoes the registration
         self._live = 0  # blocks of replies not yet collected
+        self._dropped: collections.deque = collections.deque()  # collected, not yet freed
         self._retired = False
         self.lock = threading.Lock()
         self._starts = [0]  # free spans, sorted, disjoint, not adjacent
@@ -70,6 +72,7 @@ class UploadArea:
         want = int(self._ratio.get(key, _FIRST_RATIO) * sent) + _SLACK
         want = -(-want // _ALIGN) * _ALIGN
         with self.lock:
+            self._drain()
             for i, (s, e) in enumerate(zip(self._starts, self._ends, strict=True)):
                 if e - s >= want:
                     if e - s == want:
@@ -81,38 +84,61 @@ class UploadArea:
 
     def release(self, offset: int, size: int) -> None:
         """Span (offset, size) free again (merged with its free neighbours)."""
-        if size <= 0:
-            return
-        end = offset + size
         with self.lock:
-            i = bisect.bisect_left(self._starts, offset)
-            if i < len(self._starts) and self._starts[i] == end:  # joins the next
-                self._starts[i] = offset
-                if i and self._ends[i - 1] == offset:  # and the previous
-                    self._ends[i - 1] = self._ends[i]
-                    del self._starts[i], self._ends[i]
-            elif i and self._ends[i - 1] == offset:  # joins the previous
-                self._ends[i - 1] = end
-            else:
-                self._starts.insert(i, offset)
-                self._ends.insert(i, end)
+            self._drain()
+            self._free(offset, size)
 
     def retire(self) -> None:
         """The processes are gone: ``unlock`` once no array views the area any more."""
         with self.lock:
             self._retired = True
-            last = self._live == 0
+            last = (self._drain() or self._live == 0) and self.unlock is not None
         if last:
             self._unlock()
 
-    def _drop(self, offset: int, size: int) -> None:
-        """A reply's block was collected: its span is free again."""
-        self.release(offset, size)
+    def free_bytes(self) -> int:
         with self.lock:
+            self._drain()
+            return sum(e - s for s, e in zip(self._starts, self._ends, strict=True))
+
+    def _drop(self, offset: int, size: int) -> None:
+        """A reply's block was collected (a finalizer, on any thread, maybe while this thread
+        holds the lock: a collection may run anywhere): its span is queued, and freed now if
+        the lock is free, else by the next call that takes it."""
+        self._dropped.append((offset, size))
+        if self.lock.acquire(blocking=False):
+            try:
+                last = self._drain()
+            finally:
+                self.lock.release()
+            if last:
+                self._unlock()
+
+    def _drain(self) -> bool:
+        """Free the spans of collected blocks (the lock held); whether that was the last block
+        of a retired area (``unlock`` is then due)."""
+        if not self._dropped:
+            return False
+        while self._dropped:
+            self._free(*self._dropped.popleft())
             self._live -= 1
-            last = self._retired and self._live == 0
-        if last:
-            self._unlock()
+        return self._retired and self._live == 0 and self.unlock is not None
+
+    def _free(self, offset: int, size: int) -> None:
+        if size <= 0:
+            return
+        end = offset + size
+        i = bisect.bisect_left(self._starts, offset)
+        if i < len(self._starts) and self._starts[i] == end:  # joins the next
+            self._starts[i] = offset
+            if i and self._ends[i - 1] == offset:  # and the previous
+                self._ends[i - 1] = self._ends[i]
+                del self._starts[i], self._ends[i]
+        elif i and self._ends[i - 1] == offset:  # joins the previous
+            self._ends[i - 1] = end
+        else:
+            self._starts.insert(i, offset)
+            self._ends.insert(i, end)
 
     def _unlock(self) -> None:
         hook, self.unlock = self.unlock, None
@@ -140,10 +166,6 @@ class UploadArea:
         block = np.frombuffer(self.memory, np.uint8, used, offset)
         with self.lock:
             self._live += 1
-        weakref.finalize(block, self._drop, offset, used)
+        weakref.finalize(block, self._drop, offset, used)  # (_dropped, not the lock)
         buffers = [block[o - offset : o - offset + n] for o, n in reply.spans]
         return pickle.loads(reply.data, buffers=buffers)
-
-    def free_bytes(self) -> int:
-        with self.lock:
-            return sum(e - s for s, e in zip(self._starts, self._ends, strict=True))

@@ -115,3 +115,17 @@ def test_unlock_waits_for_the_processes_and_the_last_view():
     other.unlock = lambda: calls.append("other")
     other.retire()  # nothing views it: at once
     assert calls[-1] == "other"
+
+
+def test_a_block_collected_while_the_lock_is_held_is_freed_later():
+    """A collection may run a block's finalizer anywhere, also inside the area's own locked
+    code on the same thread: the span is queued, not waited for (which would never end)."""
+    area = UploadArea(1 << 20)
+    area.close_fd()
+    span = area.reserve(1, 1000)
+    got = area.unpack(pack([np.ones(100, np.uint8)], area.memory, span), span)
+    held = area.size - area.free_bytes()
+    with area.lock:
+        del got
+        gc.collect()  # the finalizer runs here, the lock held by this thread
+    assert held > 0 and area.free_bytes() == area.size
