@@ -11,11 +11,13 @@ device instead, so the pipeline's batch never aliases memory the source may reus
 Several lanes may run it at once (``concurrent_batches``): each call packs into its own pinned
 buffer, and the list of buffers awaiting their copy is guarded by a lock.
 
-A batch the sample processes sent back for a ``.gpu()`` copy alone (Jasper's trimmed audio) is
-unpacked from their memfd straight into pinned blocks (:class:`PinnedBlocks`, marked
-:class:`PinnedSamples` by the executor): each sample is then uploaded from where it lies, one
-asynchronous copy each into the device batch, with no second copy of the batch into a staging
-buffer (16 MB a batch of Jasper validation, on a lane, under the GIL of the pipeline's threads).
+A batch the sample processes sent back for a ``.gpu()`` copy alone (Jasper's trimmed audio) lies
+in page-locked memory: where the processes wrote it, in the upload area (``_upload_area.py``,
+page-locked by :meth:`PinnedBlocks.share`), or else unpacked from their memfd into pinned
+blocks (:class:`PinnedBlocks`); the executor marks it :class:`PinnedSamples`. Each sample is
+then uploaded from where it lies, one asynchronous copy each into the device batch, with no
+copy of the batch into a staging buffer (16 MB a batch of Jasper validation; BENCHMARKS.md,
+"Jasper validation's audio into pinned memory").
 
 Pinned buffers come from CuPy's pinned pool in size classes (:func:`pinned_size`): the pool
 hands a freed block only to a request of the same size, and a ragged batch (speech) has another
