@@ -188,9 +188,9 @@ class _Line:
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
 
-    def submit(self, run: RemoteRun, items: list, alloc=None, shared: bool = False) -> _Ticket:
-        """Send ``items``; ``shared``: the reply may go to the upload area (a span is
-        reserved for it when there is room)."""
+    def submit(self, run: RemoteRun, items: list, alloc=None, shared: int = 0) -> _Ticket:
+        """Send ``items``; ``shared``: their bytes where the reply may go to the upload area
+        (a span is reserved for it, sized from them, when there is room), else 0."""
         with self.sending:
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
@@ -199,9 +199,8 @@ class _Line:
             # was answered), the rest of them on the pipe: a pipe takes 1 MiB, and a larger
             # request would keep this thread waiting until the process had read it all
             packed = pack(items, self.memory, ask)
-            sent = sum(map(_nbytes, items)) if shared else 0
-            span = self.area.reserve(run.key, sent) if shared and self.area else None
-            ticket = _Ticket(alloc, span, run.key, sent)
+            span = self.area.reserve(run.key, shared) if shared and self.area else None
+            ticket = _Ticket(alloc, span, run.key, shared)
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
@@ -364,7 +363,8 @@ class SampleProcesses:
         share = getattr(alloc, "share", None)
         shared = share is not None and self._area is not None and share(self._area)
         parts = [
-            (x, x.submit(run, part, alloc, shared)) for x, part in zip(lines, bins, strict=False)
+            (x, x.submit(run, part, alloc, load if shared else 0))
+            for x, part, load in zip(lines, bins, loads, strict=False)
         ]
         return Pending(parts, alloc)
 
