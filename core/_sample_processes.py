@@ -242,10 +242,10 @@ class _Line:
         except HelperError:  # a Failed reply: nothing was written to the span
             self.area.release(*span)
             raise
-        got = sum(n for _, n in reply.spans) if isinstance(reply, Packed) else 0
-        self.area.learn(ticket.key, ticket.sent, got)
-        if isinstance(reply, Packed) and reply.shared:
-            return self.area.unpack(reply, span)
+        if isinstance(reply, Packed):  # (one on the pipe was too large for any span)
+            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in reply.spans))
+            if reply.shared:
+                return self.area.unpack(reply, span)
         self.area.release(*span)
         return unpack(reply, self.memory, ticket.alloc)
 
