@@ -19,6 +19,7 @@ from dlpipe import Pipeline, fn, types
 from dlpipe._ipc import process as ipc_process
 from dlpipe._sample_server import pack, unpack
 from dlpipe._upload_area import UploadArea
+from dlpipe.operators import _copy
 from dlpipe.options import RuntimeOptions
 
 
@@ -85,13 +86,16 @@ def test_samples_outside_the_blocks_or_small_are_staged(fake_cupy, monkeypatch):
 
 
 @pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+@pytest.mark.parametrize("room", [True, False])
 def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     fake_cupy,  # noqa: F811
     monkeypatch,
     tmp_path,
+    room,
 ):
     """DLE Jasper's CPU part in sample processes, then ``.gpu()``: every sample's upload reads
-    the bytes the CPU pipeline gives for it, in the batch's order."""
+    the bytes the CPU pipeline gives for it, in the batch's order, from the upload area, or
+    (no room there) from the pinned blocks the replies were unpacked into."""
     lines = []
     for k in range(8):
         n = int(16000 * (1.0 + 0.2 * k))
@@ -123,12 +127,19 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     shared = []
     real_unpack = UploadArea.unpack
     monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
+    if not room:
+        monkeypatch.setattr(UploadArea, "reserve", lambda *a: None)
+    blocks = []
+    real_pinned = _copy._pinned
+    monkeypatch.setattr(_copy, "_pinned", lambda *a: blocks.append(1) or real_pinned(*a))
     gpu = build(0)
     for _ in range(4):
         gpu.run()
     assert [b for _, b in sent] == want
-    # the replies went to the upload area, page-locked once: no copy on the pipeline's side
-    assert len(shared) >= 4 and fake_cupy.COUNTS["host_register"] == 1
+    # the replies went to the upload area, page-locked once: no copy on the pipeline's side;
+    # else each into a pinned block
+    assert fake_cupy.COUNTS["host_register"] == 1
+    assert (len(shared) >= 4 and not blocks) if room else (not shared and len(blocks) >= 4)
     cpu.close()
     gpu.close()
 
