@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _upload_area
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
 from ._malloc import in_force as malloc_in_force
 from ._sample_server import Chain, Packed, Samples, SamplesDone, Step, pack, unpack
@@ -300,7 +301,8 @@ class SampleProcesses:
             import mmap
 
             helpers, memory = [], []
-            area = UploadArea()
+            area = UploadArea() if _upload_area.AREA_BYTES > 0 else None
+            more = {"uploads_fd": area.fd, "uploads_size": area.size} if area else {}
             try:
                 for _ in range(self.count):
                     fd = os.memfd_create("dlpipe-samples", os.MFD_CLOEXEC)
@@ -315,11 +317,10 @@ class SampleProcesses:
                                     "fd": fd,
                                     "size": SHARED_BYTES,
                                     "malloc_tuning": malloc_in_force(),
-                                    "uploads_fd": area.fd,
-                                    "uploads_size": area.size,
+                                    **more,
                                 },
                                 path=True,
-                                pass_fds=(fd, area.fd),
+                                pass_fds=(fd, area.fd) if area else (fd,),
                                 env=ONE_BLAS_THREAD,
                             )
                         )
@@ -333,7 +334,8 @@ class SampleProcesses:
                     m.close()
                 raise
             finally:
-                area.close_fd()  # the helpers have theirs; the mapping keeps the area here
+                if area is not None:  # the helpers have theirs; the mapping keeps the area
+                    area.close_fd()
             self._area = area
             self._lines = [_Line(h, m, area) for h, m in zip(helpers, memory, strict=True)]
         return self._lines

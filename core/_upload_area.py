@@ -28,7 +28,9 @@ import weakref
 
 import numpy as np
 
-AREA_BYTES = 256 << 20  # page-locked once used: the replies of a few batches in flight
+# Page-locked once used: the replies of a few batches in flight. DLPIPE_UPLOAD_AREA_MB=0 (read
+# once, at import) turns the area off, for measuring with and without it in one run.
+AREA_BYTES = int(os.environ.get("DLPIPE_UPLOAD_AREA_MB", "256")) << 20
 _ALIGN = 256
 _FIRST_RATIO = 4.0  # reply bytes per byte sent, before a run's first reply (decoded PCM: 2)
 _SLACK = 64 << 10

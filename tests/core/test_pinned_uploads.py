@@ -15,7 +15,7 @@ import pytest
 from audio_data import speech_like, to_pcm, write_wav
 from test_gpu_host_batching import fake_cupy  # noqa: F401 (the fixture)
 
-from dlpipe import Pipeline, fn, types
+from dlpipe import Pipeline, _upload_area, fn, types
 from dlpipe._ipc import process as ipc_process
 from dlpipe._sample_server import pack, unpack
 from dlpipe._upload_area import UploadArea
@@ -86,7 +86,7 @@ def test_samples_outside_the_blocks_or_small_are_staged(fake_cupy, monkeypatch):
 
 
 @pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
-@pytest.mark.parametrize("room", [True, False])
+@pytest.mark.parametrize("room", [True, False, None])
 def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     fake_cupy,  # noqa: F811
     monkeypatch,
@@ -95,7 +95,8 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
 ):
     """DLE Jasper's CPU part in sample processes, then ``.gpu()``: every sample's upload reads
     the bytes the CPU pipeline gives for it, in the batch's order, from the upload area, or
-    (no room there) from the pinned blocks the replies were unpacked into."""
+    (no room there, or no area: ``DLPIPE_UPLOAD_AREA_MB=0``) from the pinned blocks the
+    replies were unpacked into."""
     lines = []
     for k in range(8):
         n = int(16000 * (1.0 + 0.2 * k))
@@ -127,8 +128,10 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     shared = []
     real_unpack = UploadArea.unpack
     monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
-    if not room:
+    if room is False:
         monkeypatch.setattr(UploadArea, "reserve", lambda *a: None)
+    if room is None:
+        monkeypatch.setattr(_upload_area, "AREA_BYTES", 0)
     blocks = []
     real_pinned = _copy._pinned
     monkeypatch.setattr(_copy, "_pinned", lambda *a: blocks.append(1) or real_pinned(*a))
@@ -138,7 +141,7 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     assert [b for _, b in sent] == want
     # the replies went to the upload area, page-locked once: no copy on the pipeline's side;
     # else each into a pinned block
-    assert fake_cupy.COUNTS["host_register"] == 1
+    assert fake_cupy.COUNTS["host_register"] == (room is not None)
     assert (len(shared) >= 4 and not blocks) if room else (not shared and len(blocks) >= 4)
     cpu.close()
     gpu.close()
