@@ -30,9 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _upload_area
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
 from ._malloc import in_force as malloc_in_force
-from ._sample_server import Chain, Samples, SamplesDone, Step, pack, unpack
+from ._sample_server import Chain, Packed, Samples, SamplesDone, Step, pack, unpack
+from ._upload_area import UploadArea
 from .graph import DataNode, OpNode
 
 _KEYS = itertools.count(1)
@@ -49,6 +51,8 @@ class RemoteRun:
         takes: the DataNodes it takes from outside (key, node), per sample.
         gives: the DataNodes the rest of the graph takes from it, sent back per sample.
         want: their keys.
+        uploads_only: whether only ``.gpu()`` copies take ``gives`` (the executor works it
+            out on first use: then their arrays are unpacked into pinned memory).
     """
 
     key: int
@@ -57,6 +61,7 @@ class RemoteRun:
     takes: list[tuple[int, DataNode]]
     gives: list[DataNode]
     want: tuple[int, ...]
+    uploads_only: bool | None = None
 
 
 def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None, list[OpNode]]:
@@ -149,14 +154,21 @@ def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 class _Ticket:
-    """One request's reply, once read (``done``): ``value`` or ``error``."""
+    """One request's reply, once read (``done``): ``value`` or ``error``; ``alloc``: where its
+    arrays are unpacked (``_sample_server.unpack``), None for arrays of their own; ``span``:
+    the upload area's span reserved for them (``_upload_area.py``), of run ``key``, for a
+    request of ``sent`` bytes."""
 
-    __slots__ = ("done", "value", "error")
+    __slots__ = ("done", "value", "error", "alloc", "span", "key", "sent")
 
-    def __init__(self) -> None:
+    def __init__(self, alloc=None, span=None, key: int = 0, sent: int = 0) -> None:
         self.done = False
         self.value = None
         self.error: BaseException | None = None
+        self.alloc = alloc
+        self.span = span
+        self.key = key
+        self.sent = sent
 
 
 class _Line:
@@ -168,15 +180,18 @@ class _Line:
     the order of the requests, each unpacked into its ticket at once (so its part of the
     memfd is free again before another request may use it)."""
 
-    def __init__(self, helper: HelperProcess, memory) -> None:
+    def __init__(self, helper: HelperProcess, memory, area: UploadArea | None = None) -> None:
         self.helper = helper
         self.memory = memory
+        self.area = area
         self.sending = threading.Lock()
         self.reading = threading.Lock()
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
 
-    def submit(self, run: RemoteRun, items: list) -> _Ticket:
+    def submit(self, run: RemoteRun, items: list, alloc=None, shared: int = 0) -> _Ticket:
+        """Send ``items``; ``shared``: their bytes where the reply may go to the upload area
+        (a span is reserved for it, sized from them, when there is room), else 0."""
         with self.sending:
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
@@ -185,15 +200,18 @@ class _Line:
             # was answered), the rest of them on the pipe: a pipe takes 1 MiB, and a larger
             # request would keep this thread waiting until the process had read it all
             packed = pack(items, self.memory, ask)
-            ticket = _Ticket()
+            span = self.area.reserve(run.key, shared) if shared and self.area else None
+            ticket = _Ticket(alloc, span, run.key, shared)
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
-                self.helper.submit(Samples(run.key, packed, run.want, answer))
+                self.helper.submit(Samples(run.key, packed, run.want, answer, span))
             except BaseException as e:
                 ticket.error = e  # the helper failed: it will not answer
                 ticket.done = True
                 self.tickets.remove(ticket)
+                if span is not None:
+                    self.area.release(*span)
                 raise
             return ticket
 
@@ -203,7 +221,7 @@ class _Line:
             while not ticket.done:
                 oldest = self.tickets[0]
                 try:
-                    oldest.value = unpack(self.helper.result(), self.memory)
+                    oldest.value = self._read(oldest)
                 except BaseException as e:
                     oldest.error = e
                     if not isinstance(e, HelperError):  # interrupted: the helper is failed
@@ -211,6 +229,26 @@ class _Line:
                         raise
                 oldest.done = True
                 self.tickets.popleft()
+
+    def _read(self, ticket: _Ticket):
+        """The next reply (``ticket``'s), unpacked: from the upload area where the process
+        put it in the span reserved for it, else copied out of the memfd (the span is free
+        again). A request cut short (interrupted) keeps its span: the process may still
+        write there."""
+        span = ticket.span
+        if span is None:
+            return unpack(self.helper.result(), self.memory, ticket.alloc)
+        try:
+            reply = self.helper.result()
+        except HelperError:  # a Failed reply: nothing was written to the span
+            self.area.release(*span)
+            raise
+        if isinstance(reply, Packed):  # (one on the pipe was too large for any span)
+            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in reply.spans))
+            if reply.shared:
+                return self.area.unpack(reply, span)
+        self.area.release(*span)
+        return unpack(reply, self.memory, ticket.alloc)
 
     def _fail_all(self, exc: BaseException) -> None:
         while self.tickets:
@@ -220,10 +258,11 @@ class _Line:
 
 class Pending:
     """A run submitted to the processes (:meth:`SampleProcesses.submit`): :meth:`result`
-    waits for its replies."""
+    waits for its replies; ``alloc``: the allocator their arrays are unpacked with, or None."""
 
-    def __init__(self, parts: list[tuple[_Line, _Ticket]]) -> None:
+    def __init__(self, parts: list[tuple[_Line, _Ticket]], alloc=None) -> None:
         self._parts = parts
+        self.alloc = alloc
 
     def result(self) -> list[SamplesDone]:
         """Every process's reply; raises the first HelperError once all were read."""
@@ -251,6 +290,7 @@ class SampleProcesses:
     def __init__(self, count: int):
         self.count = max(1, count)
         self._lines: list[_Line] | None = None
+        self._area: UploadArea | None = None
         self._known: set[int] = set()
         self._lock = threading.Lock()  # starting, and a chain's first use
 
@@ -261,6 +301,8 @@ class SampleProcesses:
             import mmap
 
             helpers, memory = [], []
+            area = UploadArea() if _upload_area.AREA_BYTES > 0 else None
+            more = {"uploads_fd": area.fd, "uploads_size": area.size} if area else {}
             try:
                 for _ in range(self.count):
                     fd = os.memfd_create("dlpipe-samples", os.MFD_CLOEXEC)
@@ -275,9 +317,10 @@ class SampleProcesses:
                                     "fd": fd,
                                     "size": SHARED_BYTES,
                                     "malloc_tuning": malloc_in_force(),
+                                    **more,
                                 },
                                 path=True,
-                                pass_fds=(fd,),
+                                pass_fds=(fd, area.fd) if area else (fd,),
                                 env=ONE_BLAS_THREAD,
                             )
                         )
@@ -290,14 +333,22 @@ class SampleProcesses:
                 for m in memory:
                     m.close()
                 raise
-            self._lines = [_Line(h, m) for h, m in zip(helpers, memory, strict=True)]
+            finally:
+                if area is not None:  # the helpers have theirs; the mapping keeps the area
+                    area.close_fd()
+            self._area = area
+            self._lines = [_Line(h, m, area) for h, m in zip(helpers, memory, strict=True)]
         return self._lines
 
-    def submit(self, run: RemoteRun, items: list) -> Pending:
+    def submit(self, run: RemoteRun, items: list, alloc=None) -> Pending:
         """Send ``run`` for ``items`` ((index, values, params) per sample), spread over the
         processes by size: each sample goes to the process with the fewest bytes so far,
         largest first (input bytes stand for the work: decoding and resampling scale with
-        them). Waits only while a process holds ``IN_FLIGHT`` requests."""
+        them). Waits only while a process holds ``IN_FLIGHT`` requests. ``alloc(nbytes)``:
+        where each reply's arrays are unpacked, one uint8 block a reply (pinned host memory
+        for values only a ``.gpu()`` copy takes); None: arrays of their own. Where
+        ``alloc.share(area)`` makes the upload area usable (page-locks it), the replies go
+        there first, and are not copied at all (``_upload_area.py``)."""
         with self._lock:
             lines = self._start()
             if run.key not in self._known:
@@ -311,7 +362,13 @@ class SampleProcesses:
             b = loads.index(min(loads))
             bins[b].append(item)
             loads[b] += size
-        return Pending([(x, x.submit(run, part)) for x, part in zip(lines, bins, strict=False)])
+        share = getattr(alloc, "share", None)
+        shared = share is not None and self._area is not None and share(self._area)
+        parts = [
+            (x, x.submit(run, part, alloc, load if shared else 0))
+            for x, part, load in zip(lines, bins, loads, strict=False)
+        ]
+        return Pending(parts, alloc)
 
     def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
         """:meth:`submit`, then its result."""
@@ -323,6 +380,9 @@ class SampleProcesses:
             for x in self._lines:
                 x.memory.close()
             self._lines = None
+            if self._area is not None:  # unlocked and unmapped once nothing views it
+                self._area.retire()
+            self._area = None
             self._known.clear()
 
 

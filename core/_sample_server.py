@@ -64,12 +64,14 @@ class Samples:
     """Run chain ``key`` for ``items``: (sample index, {key: value} of the values it takes
     from outside the chain, one parameter per step), or the same :func:`pack`-ed into the
     memfd. ``want``: the keys to send back; ``region``: (offset, size) of the part of the
-    memfd the reply's arrays may use (each request in flight has its own)."""
+    memfd the reply's arrays may use (each request in flight has its own); ``upload``: a
+    span of the upload area to put them in first, if they fit (``_upload_area.py``)."""
 
     key: int
     items: list
     want: tuple[int, ...]
     region: tuple[int, int]
+    upload: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,13 @@ class SamplesDone:
 
 @dataclass(frozen=True)
 class Packed:
-    """A reply whose buffers lie in the memfd: ``data`` is its pickle (protocol 5) less the
-    buffers, ``spans`` the (offset, size) of each buffer, in the pickle's order."""
+    """A reply whose buffers lie in the memfd (``shared``: in the upload area): ``data`` is its
+    pickle (protocol 5) less the buffers, ``spans`` the (offset, size) of each buffer, in the
+    pickle's order."""
 
     data: bytes
     spans: list
+    shared: bool = False
 
 
 def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object:
@@ -113,17 +117,38 @@ def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object
     return Packed(data, spans)
 
 
-def unpack(reply: object, memory) -> object:
+def unpack(reply: object, memory, alloc=None) -> object:
     """The reply :func:`pack` made, its buffers copied out of ``memory`` (writable arrays that
     outlive the next request). numpy copies them: it lets the GIL go while it copies, where
-    ``bytes``/``bytearray`` hold it for 16 MB a batch of audio."""
+    ``bytes``/``bytearray`` hold it for 16 MB a batch of audio.
+
+    ``alloc(nbytes)``: where the buffers go, one uint8 block for all of them (64-byte aligned
+    in it), instead of an array each: the pipeline passes pinned host memory for values that
+    only a ``.gpu()`` copy takes, which then uploads them from there (``operators/_copy.py``)."""
     if not isinstance(reply, Packed):
         return reply
     buffers = []
-    for o, n in reply.spans:
-        buf = np.empty(n, np.uint8)
-        _copy(buf, np.frombuffer(memory, np.uint8, n, o))
-        buffers.append(buf)
+    if alloc is None:
+        for o, n in reply.spans:
+            buf = np.empty(n, np.uint8)
+            _copy(buf, np.frombuffer(memory, np.uint8, n, o))
+            buffers.append(buf)
+    elif reply.spans:
+        # laid out as pack laid them out from the region's start (64-byte aligned): one copy
+        # for them all, the padding between them included, where the reply's spans agree
+        start, pos, same = reply.spans[0][0], 0, True
+        for o, n in reply.spans:
+            same = same and o - start == pos
+            buffers.append((pos, n))
+            end = pos + n
+            pos = (end + 63) & ~63
+        block = alloc(pos)
+        if same:
+            _copy(block[:end], np.frombuffer(memory, np.uint8, end, start))
+        else:
+            for (at, n), (o, _) in zip(buffers, reply.spans, strict=True):
+                _copy(block[at : at + n], np.frombuffer(memory, np.uint8, n, o))
+        buffers = [block[at : at + n] for at, n in buffers]
     return pickle.loads(reply.data, buffers=buffers)
 
 
@@ -133,9 +158,18 @@ def _copy(dst, src) -> None:
 
 
 class Server:
-    """The chains this process knows, by key, and the memfd its replies' buffers go to."""
+    """The chains this process knows, by key, the memfd its replies' buffers go to, and the
+    upload area (``uploads_fd``, shared by all the processes) where they go first when a
+    request gives a span of it."""
 
-    def __init__(self, fd: int, size: int, malloc_tuning: bool = False) -> None:
+    def __init__(
+        self,
+        fd: int,
+        size: int,
+        malloc_tuning: bool = False,
+        uploads_fd: int = -1,
+        uploads_size: int = 0,
+    ) -> None:
         import mmap
 
         from ._malloc import tune_malloc
@@ -143,6 +177,7 @@ class Server:
         tune_malloc(malloc_tuning)  # as in the pipeline's process: the chains allocate as much
         self.chains: dict[int, list[Step]] = {}
         self.memory = mmap.mmap(fd, size)
+        self.uploads = mmap.mmap(uploads_fd, uploads_size) if uploads_fd >= 0 else None
 
     def handle(self, msg):
         if isinstance(msg, Chain):
@@ -150,6 +185,10 @@ class Server:
             return None
         items = unpack(msg.items, self.memory)  # copied out: outputs may be views of inputs
         done = self.run(self.chains[msg.key], items, msg.want)
+        if msg.upload is not None and self.uploads is not None:
+            out = pack(done, self.uploads, msg.upload)
+            if isinstance(out, Packed):
+                return Packed(out.data, out.spans, True)
         return pack(done, self.memory, msg.region)
 
     @staticmethod
@@ -194,8 +233,11 @@ def _portable(exc: Exception) -> Exception | None:
     return back if type(back) is type(exc) and str(back) == str(exc) else None
 
 
-def handler(fd: int, size: int, malloc_tuning: bool = False):
+def handler(
+    fd: int, size: int, malloc_tuning: bool = False, uploads_fd: int = -1, uploads_size: int = 0
+):
     """The ``handle`` function of a sample server whose replies' buffers go to the memfd
-    ``fd`` of ``size`` bytes (see ``_ipc.server``); ``malloc_tuning``: keep large blocks in
-    malloc's heap, as the pipeline's process does (``_malloc.py``)."""
-    return Server(fd, size, malloc_tuning).handle
+    ``fd`` of ``size`` bytes (see ``_ipc.server``), or to the upload area ``uploads_fd`` where
+    a request says so; ``malloc_tuning``: keep large blocks in malloc's heap, as the
+    pipeline's process does (``_malloc.py``)."""
+    return Server(fd, size, malloc_tuning, uploads_fd, uploads_size).handle

@@ -42,6 +42,7 @@ from ._sample_processes import Pending, RemoteRun, SampleProcesses, phases
 from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
 from .graph import DataNode, Operator, OpNode, Rows
+from .operators._copy import PinnedBlocks, PinnedSamples
 from .profiler import Profiler
 from .tensors import TensorListCPU
 
@@ -784,8 +785,9 @@ class Executor:
             (i, {k: v[i] for k, v in takes}, [None if p is None else p[i] for p in params])
             for i in range(ws.batch_size)
         ]
+        alloc = PinnedBlocks(self.gpu_stage.device_id) if self._uploads_only(run) else None
         try:
-            return self._sample_processes.submit(run, items)
+            return self._sample_processes.submit(run, items, alloc)
         except HelperStartError as e:
             warnings.warn(
                 f"per-sample operators run in threads: no sample process could start ({e})",
@@ -797,6 +799,27 @@ class Executor:
             self._back = False
             self._run_samples(run.nodes, ws)
             return None
+
+    def _uploads_only(self, run: RemoteRun) -> bool:
+        """Whether only ``.gpu()`` copies take the values ``run`` gives back (no CPU operator,
+        no output, no conditional): then its replies are unpacked into pinned blocks, which
+        the copies upload from with no staging copy (``operators/_copy.py``,
+        ``PinnedSamples``; BENCHMARKS.md, "Jasper validation's audio into pinned memory")."""
+        if run.uploads_only is None:
+            gives = {id(dn) for dn in run.gives}
+            nodes = (*self.cpu_ops, *self.gpu_ops)
+            run.uploads_only = (
+                bool(gives)
+                and getattr(self.gpu_stage, "device_id", None) is not None
+                and not any(n.scope is not None for n in nodes)
+                and not any(id(dn) in gives for dn in self.outputs)
+                and all(
+                    n.op.schema == "_copy_to_gpu" and not n.arg_nodes
+                    for n in nodes
+                    if any(id(dn) in gives for dn in (*n.inputs, *n.arg_nodes.values()))
+                )
+            )
+        return run.uploads_only
 
     def _collect_remote(self, run: RemoteRun, ws: Workspace, pending: Pending) -> None:
         """The replies of a part :meth:`_submit_remote` sent: the values the rest of the graph
@@ -828,6 +851,10 @@ class Executor:
             raise err from None
         if skipped:
             replace_skipped(ws, skipped)
+            return
+        if pending.alloc is not None:  # in pinned blocks, for .gpu() copies alone
+            for dn in run.gives:
+                ws.values[dn] = PinnedSamples(ws.values[dn], pending.alloc.spans)
             return
         to_dense = [dn for dn in run.gives if dn in self._cpu_outputs]
         for dn in to_dense:

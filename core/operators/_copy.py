@@ -11,6 +11,14 @@ device instead, so the pipeline's batch never aliases memory the source may reus
 Several lanes may run it at once (``concurrent_batches``): each call packs into its own pinned
 buffer, and the list of buffers awaiting their copy is guarded by a lock.
 
+A batch the sample processes sent back for a ``.gpu()`` copy alone (Jasper's trimmed audio) lies
+in page-locked memory: where the processes wrote it, in the upload area (``_upload_area.py``,
+page-locked by :meth:`PinnedBlocks.share`), or else unpacked from their memfd into pinned
+blocks (:class:`PinnedBlocks`); the executor marks it :class:`PinnedSamples`. Each sample is
+then uploaded from where it lies, one asynchronous copy each into the device batch, with no
+copy of the batch into a staging buffer (16 MB a batch of Jasper validation; BENCHMARKS.md,
+"Jasper validation's audio into pinned memory").
+
 Pinned buffers come from CuPy's pinned pool in size classes (:func:`pinned_size`): the pool
 hands a freed block only to a request of the same size, and a ragged batch (speech) has another
 total every batch, so each batch took a new ``cudaHostAlloc`` and the pool kept every freed
@@ -27,6 +35,9 @@ import numpy as np
 from ..graph import Operator, register
 
 _CLASS_STEPS = 8  # size classes per power of two: a buffer is at most 1/8 larger than asked
+# A batch in pinned blocks goes up sample by sample (PinnedSamples) when its samples average at
+# least this: one copy call (some microseconds of host) a sample against packing the batch
+IN_PLACE_MIN_BYTES = 64 << 10
 
 
 def pinned_size(nbytes: int) -> int:
@@ -44,6 +55,80 @@ def _pinned(shape: tuple, dtype) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     block = cupyx.empty_pinned((pinned_size(max(nbytes, 1)),), np.uint8)
     return block[:nbytes].view(dtype).reshape(shape)
+
+
+class PinnedBlocks:
+    """``_sample_server.unpack``'s ``alloc`` for values only a ``.gpu()`` copy takes: pinned
+    host blocks (size classes, on ``device_id``), with the (start, end) address of each it
+    gave in ``spans`` (what :class:`PinnedSamples` is checked against), and of the sample
+    processes' upload area once :meth:`share` made it usable."""
+
+    __slots__ = ("device_id", "spans", "_shared")
+
+    def __init__(self, device_id: int) -> None:
+        self.device_id = device_id
+        self.spans: list[tuple[int, int]] = []
+        self._shared = False
+
+    def share(self, area) -> bool:
+        """Whether the replies may go to ``area`` (``_upload_area.UploadArea``): it is
+        page-locked for this device (on first use; a failure leaves the area unused: the
+        replies are copied into blocks, as before)."""
+        if not area.tried:
+            with area.lock:
+                if not area.tried:
+                    area.usable = _page_lock(area, self.device_id)
+                    area.tried = True
+        if area.usable and not self._shared:
+            self._shared = True
+            self.spans.append((area.address, area.address + area.size))
+        return area.usable
+
+    def __call__(self, nbytes: int) -> np.ndarray:
+        import cupy
+
+        with cupy.cuda.Device(self.device_id):
+            block = _pinned((nbytes,), np.uint8)
+        start = block.ctypes.data
+        self.spans.append((start, start + nbytes))
+        return block
+
+
+def _page_lock(area, device_id: int) -> bool:
+    """Page-lock the upload area's mapping (``cudaHostRegister``, portable: every context
+    sees it pinned), undone by ``area.unlock`` once the area is retired and nothing views it
+    (no copy reads it); False where CUDA refuses it."""
+    import functools
+
+    import cupy
+
+    try:
+        with cupy.cuda.Device(device_id):
+            cupy.cuda.runtime.hostRegister(area.address, area.size, 1)  # ...Portable
+    except Exception:  # (CUDA errors are CuPy's own types)
+        return False
+    area.unlock = functools.partial(_page_unlock, cupy, area.address, device_id)
+    return True
+
+
+def _page_unlock(cupy, address: int, device_id: int) -> None:
+    """Undo :func:`_page_lock`."""
+    try:
+        with cupy.cuda.Device(device_id):
+            cupy.cuda.runtime.hostUnregister(address)
+    except Exception:
+        pass
+
+
+class PinnedSamples(list):
+    """The samples of a CPU batch unpacked into the pinned blocks ``spans`` ((start, end)
+    addresses, :class:`PinnedBlocks`): the ``.gpu()`` copy uploads each sample that lies in
+    one of them from there. A plain list again wherever the executor reorders or replaces
+    samples (a skipped sample's replacement), and then copied as any batch."""
+
+    def __init__(self, samples, spans: list[tuple[int, int]]):
+        super().__init__(samples)
+        self.spans = spans
 
 
 @register
@@ -66,13 +151,61 @@ class CopyToGpu(Operator):
 
         dev = cupy.empty(pinned.shape, pinned.dtype)
         dev.set(pinned, stream=stream)
+        self._hold(pinned, stream)
+        return dev
+
+    def _hold(self, host, stream) -> None:
+        """Keep ``host`` until the copies enqueued on ``stream`` so far have passed."""
+        import cupy
+
         event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
         with self._lock:
             while self._pending and self._pending[0][0].done:
                 self._pending.popleft()
-            self._pending.append((event, pinned))
-        return dev
+            self._pending.append((event, host))
+
+    def _upload_in_place(self, samples: PinnedSamples, stream):
+        """The batch uploaded sample by sample from the pinned blocks it lies in, into the
+        layout the staged copies make (one dense array, or ``ragged_layout``'s buffer); None
+        (the caller stages it) unless every sample is a C-contiguous array of one dtype and
+        rank inside a block and they average ``IN_PLACE_MIN_BYTES``."""
+        import cupy
+
+        from ..kernels._batch import alloc_batch
+
+        n = len(samples)
+        if n == 0:
+            return None
+        first = samples[0]
+        if type(first) is not np.ndarray:
+            return None
+        dtype, ndim, spans = first.dtype, first.ndim, samples.spans
+        src, total = [], 0
+        for a in samples:
+            if (
+                type(a) is not np.ndarray
+                or a.dtype != dtype
+                or a.ndim != ndim
+                or not a.flags.c_contiguous
+            ):
+                return None
+            p, size = a.ctypes.data, a.nbytes
+            if not any(lo <= p and p + size <= hi for lo, hi in spans):
+                return None
+            src.append(p)
+            total += size
+        if total < n * IN_PLACE_MIN_BYTES:
+            return None
+        shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
+        out = alloc_batch(shapes, dtype, cupy.cuda.runtime.getDevice())
+        runtime = cupy.cuda.runtime
+        kind, handle = runtime.memcpyHostToDevice, stream.ptr
+        for dst, p, a in zip(out.ptrs.tolist(), src, samples, strict=True):
+            if a.nbytes:
+                runtime.memcpyAsync(dst, p, a.nbytes, kind, handle)
+        self._hold(samples, stream)
+        return out
 
     def run_batch(self, inputs, args, params, stream):
         import cupy
@@ -82,6 +215,10 @@ class CopyToGpu(Operator):
 
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
             return _copy_on_device(list(inputs[0]), stream)
+        if isinstance(inputs[0], PinnedSamples):
+            out = self._upload_in_place(inputs[0], stream)
+            if out is not None:
+                return out
         batch = getattr(inputs[0], "array", None)  # the workers packed it (graph.Rows)
         if batch is not None:
             pinned = _pinned(batch.shape, batch.dtype)

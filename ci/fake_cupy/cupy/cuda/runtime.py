@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import COUNTS
 
+memcpyHostToDevice = 1
 memcpyDefault = 4
 
 
@@ -29,3 +30,11 @@ def streamSynchronize(stream) -> None:
 
 def deviceSynchronize() -> None:
     COUNTS["sync"] += 1
+
+
+def hostRegister(ptr, size, flags) -> None:
+    COUNTS["host_register"] += 1
+
+
+def hostUnregister(ptr) -> None:
+    COUNTS["host_unregister"] += 1
