@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _upload_area
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
 from ._malloc import in_force as malloc_in_force
 from ._sample_server import Chain, Packed, Samples, SamplesDone, Step, pack, unpack
@@ -287,8 +286,9 @@ class SampleProcesses:
         HelperStartError: they cannot be started here; the caller runs the chain in threads.
     """
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, area_bytes: int = 0):
         self.count = max(1, count)
+        self.area_bytes = area_bytes  # the upload area's size (RuntimeOptions.upload_area_mb)
         self._lines: list[_Line] | None = None
         self._area: UploadArea | None = None
         self._known: set[int] = set()
@@ -301,7 +301,7 @@ class SampleProcesses:
             import mmap
 
             helpers, memory = [], []
-            area = UploadArea() if _upload_area.AREA_BYTES > 0 else None
+            area = UploadArea(self.area_bytes) if self.area_bytes > 0 else None
             more = {"uploads_fd": area.fd, "uploads_size": area.size} if area else {}
             try:
                 for _ in range(self.count):

@@ -28,9 +28,6 @@ import weakref
 
 import numpy as np
 
-# Page-locked once used: the replies of a few batches in flight. DLPIPE_UPLOAD_AREA_MB=0 (read
-# once, at import) turns the area off, for measuring with and without it in one run.
-AREA_BYTES = int(os.environ.get("DLPIPE_UPLOAD_AREA_MB", "256")) << 20
 _ALIGN = 256
 _FIRST_RATIO = 4.0  # reply bytes per byte sent, before a run's first reply (decoded PCM: 2)
 _SLACK = 64 << 10
@@ -45,7 +42,7 @@ class UploadArea:
     collected, ``unlock`` runs, while the mapping is still there (it goes with this object:
     ``mmap`` unmaps before it calls its weak references back)."""
 
-    def __init__(self, size: int = AREA_BYTES) -> None:
+    def __init__(self, size: int) -> None:
         self.fd = os.memfd_create("dlpipe-uploads", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, size)
         self.size = size

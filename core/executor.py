@@ -265,6 +265,7 @@ class Executor:
         skipped_history: records of skipped samples kept (``SkipLog``); counts cover all.
         sample_processes: how many helper processes run the process-safe part of a run of
             per-sample operators (``_sample_processes.py``); 0: threads only.
+        upload_area_bytes: their upload area's size (``_upload_area.py``); 0: none.
 
     Skipping: an operator with ``on_error="skip"`` drops samples, which ``replace_skipped``
     fills from the good samples of the same batch. An iteration with no good sample left
@@ -293,6 +294,7 @@ class Executor:
         decoded_spare: int = DECODED_SPARE,
         skipped_history: int = 1000,
         sample_processes: int = 0,
+        upload_area_bytes: int = 0,
     ):
         self.cpu_ops = list(cpu_ops)
         self.outputs = list(outputs)
@@ -322,7 +324,7 @@ class Executor:
                     if parts is not None:
                         self._remote[id(nodes)] = parts
             if self._remote:
-                self._sample_processes = SampleProcesses(sample_processes)
+                self._sample_processes = SampleProcesses(sample_processes, upload_area_bytes)
         # The CPU stage in two threads: the front sends an iteration's samples to the sample
         # processes and goes on to the next; the back collects them (_run_cpu, _run_back)
         self._back = run_async and self._sample_processes is not None

@@ -77,6 +77,12 @@ class RuntimeOptions:
             better in two dlpipe-only calls but lost 4 of 5 cells side by side with DALI
             (BENCHMARKS.md, "The GIL switch interval").
             ``DLPIPE_GIL_SWITCH_INTERVAL`` sets it from the environment (empty: None).
+        upload_area_mb: the upload area of a pipeline's sample processes (``_upload_area.py``),
+            MiB: replies that only a ``.gpu()`` copy takes (Jasper's trimmed audio) are
+            written there by the processes and uploaded from where they lie, page-locked
+            once (BENCHMARKS.md, "Jasper validation's audio into pinned memory"). 0: none
+            (those replies are then unpacked into pinned blocks). ``DLPIPE_UPLOAD_AREA_MB``
+            sets it from the environment.
     """
 
     read_process: bool = True
@@ -90,6 +96,7 @@ class RuntimeOptions:
     max_pixels: int = 2**28
     skipped_history: int = 1000
     gil_switch_interval: float | None = None
+    upload_area_mb: int = 256
 
     def __post_init__(self) -> None:
         for name in (
@@ -98,6 +105,7 @@ class RuntimeOptions:
             "decoded_spare",
             "max_pixels",
             "skipped_history",
+            "upload_area_mb",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -131,6 +139,12 @@ class RuntimeOptions:
                 kw["lanes"] = int(lanes)
             except ValueError:
                 raise ValueError(f"DLPIPE_LANES={lanes!r} must be an integer") from None
+        area = env.get("DLPIPE_UPLOAD_AREA_MB")
+        if area is not None:
+            try:
+                kw["upload_area_mb"] = int(area)
+            except ValueError:
+                raise ValueError(f"DLPIPE_UPLOAD_AREA_MB={area!r} must be an integer") from None
         interval = env.get("DLPIPE_GIL_SWITCH_INTERVAL")
         if interval is not None:
             try:

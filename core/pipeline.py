@@ -424,6 +424,7 @@ class Pipeline:
             decoded_spare=self._runtime.decoded_spare,
             skipped_history=self._runtime.skipped_history,
             sample_processes=self._sample_process_count(),
+            upload_area_bytes=self._runtime.upload_area_mb << 20,
         )
         self._built = True
         self._pid = os.getpid()  # its threads and helper processes live in this process only

@@ -15,7 +15,7 @@ import pytest
 from audio_data import speech_like, to_pcm, write_wav
 from test_gpu_host_batching import fake_cupy  # noqa: F401 (the fixture)
 
-from dlpipe import Pipeline, _upload_area, fn, types
+from dlpipe import Pipeline, fn, types
 from dlpipe._ipc import process as ipc_process
 from dlpipe._sample_server import pack, unpack
 from dlpipe._upload_area import UploadArea
@@ -95,7 +95,7 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
 ):
     """DLE Jasper's CPU part in sample processes, then ``.gpu()``: every sample's upload reads
     the bytes the CPU pipeline gives for it, in the batch's order, from the upload area, or
-    (no room there, or no area: ``DLPIPE_UPLOAD_AREA_MB=0``) from the pinned blocks the
+    (no room there, or no area: ``RuntimeOptions(upload_area_mb=0)``) from the pinned blocks the
     replies were unpacked into."""
     lines = []
     for k in range(8):
@@ -108,7 +108,8 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
         # synchronous: the copies come in the batches' order (lanes would interleave them)
         pipe = Pipeline(batch_size=4, num_threads=2, device_id=device_id, seed=5,
                         exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
-                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
+                        runtime=RuntimeOptions(sample_processes=device_id is not None,
+                                               upload_area_mb=0 if room is None else 256))  # fmt: skip
         with pipe:
             encoded, _ = fn.readers.file(file_root=str(tmp_path),
                                          file_list=os.path.join(tmp_path, "list.txt"))  # fmt: skip
@@ -130,8 +131,6 @@ def test_trimmed_audio_goes_up_from_the_sample_processes_replies(
     monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
     if room is False:
         monkeypatch.setattr(UploadArea, "reserve", lambda *a: None)
-    if room is None:
-        monkeypatch.setattr(_upload_area, "AREA_BYTES", 0)
     blocks = []
     real_pinned = _copy._pinned
     monkeypatch.setattr(_copy, "_pinned", lambda *a: blocks.append(1) or real_pinned(*a))
