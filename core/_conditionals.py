@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .graph import DataNode, current_pipeline
+from .graph import DataNode, Rows, current_pipeline
 
 __all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
 
@@ -68,7 +68,8 @@ class Scope:
         self.predicate = predicate
         self.branch = branch
         self.depth = 1 + (parent.depth if parent is not None else 0)
-        self._memo = None  # (the predicates' value lists, n, mask) of the last mask()
+        # (the predicates' value lists, n, mask[, selection]) of the last mask()
+        self._memo = None
 
     def within(self, other: Scope | None) -> bool:
         """True if this scope is ``other`` or nested in it."""
@@ -120,7 +121,19 @@ class Scope:
 
     def indices(self, values: dict, n: int) -> list[int]:
         """The batch positions of the samples that run in this scope."""
-        return np.flatnonzero(self.mask(values, n)).tolist()
+        return self.selection(values, n)[0]
+
+    def selection(self, values: dict, n: int) -> tuple[list[int], np.ndarray]:
+        """The batch positions of the samples that run in this scope, as a list and as an
+        int array; kept with the mask (:meth:`mask`), so every operator of the scope gets the
+        very same objects in an iteration (:func:`compact` recognises its scope's own values
+        by them)."""
+        m = self.mask(values, n)
+        memo = self._memo
+        if len(memo) == 3:
+            rows = np.flatnonzero(m)
+            memo = self._memo = (*memo, (rows.tolist(), rows))
+        return memo[3]
 
     def __repr__(self) -> str:
         return f"Scope({self.predicate.name}=={self.branch}, depth={self.depth})"
@@ -375,10 +388,33 @@ class Absent:
 ABSENT = Absent()
 
 
-def compact(value, idx: list[int]):
-    """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent."""
+class Scattered(list):
+    """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
+    for the samples outside the scope), which also keeps what the operator gave for its
+    samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
+    :meth:`Scope.selection` list). The scope's next operators take ``part`` as it is
+    (:func:`compact`): no list made again, no samples stacked again."""
+
+    __slots__ = ("idx", "part")
+
+    def __init__(self, samples: list, idx: list[int], part):
+        super().__init__(samples)
+        self.idx = idx
+        self.part = part
+
+
+def compact(value, idx: list[int], rows: np.ndarray | None = None):
+    """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent. A CPU batch that is
+    one array (``graph.Rows``) stays one (its rows ``rows``, the int array of ``idx``, when
+    given); a :class:`Scattered` value of the very same positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
     if isinstance(value, list):
-        return [value[j] for j in idx]
+        if isinstance(value, Scattered) and value.idx is idx:
+            return value.part
+        samples = [value[j] for j in idx]
+        array = getattr(value, "array", None)
+        if array is not None and rows is not None:
+            return Rows(samples, array[rows])
+        return samples
     return value.take(idx)
