@@ -59,6 +59,9 @@ class Workspace:
     state: list | None = None  # operator states after this iteration (checkpointing)
     dense: dict[DataNode, _DenseBatch] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)  # reported when the batch is handed out
+    # conditionals: Scope -> its Scope.selection in this iteration (batch-level operators);
+    # emptied when skipped samples are replaced (new value lists)
+    selections: dict = field(default_factory=dict)
 
 
 class _DenseBatch:
@@ -170,6 +173,7 @@ def replace_skipped(ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> No
             f"{files}; last error: {ws.skipped[-1]['error']}",
             ws.skipped,
         )
+    ws.selections.clear()
     source = list(range(ws.batch_size))
     for i in skipped:
         source[i] = min(good, key=lambda g: (abs(g - i), g))
@@ -182,6 +186,16 @@ def replace_skipped(ws: Workspace, skipped: dict[int, tuple[OpNode, str]]) -> No
         for i in skipped:
             slot.written[i] = 0
     ws.source_info = [ws.source_info[j] for j in source]
+
+
+def row_views(batch: np.ndarray) -> list:
+    """The rows of a batch array as views, ``batch[i, ...]`` each (0-d arrays for a 1-D batch,
+    not numpy scalars), made in C: ``np.nditer`` gives a 1-D batch's 0-d views 5-10x faster
+    than indexing it per row (a batch-level operator's 128 scalars: ~30 us a batch)."""
+    if batch.ndim != 1 or batch.dtype.hasobject:
+        return list(batch) if batch.ndim > 1 else [batch[i, ...] for i in range(len(batch))]
+    write = "readwrite" if batch.flags.writeable else "readonly"
+    return list(np.nditer(batch, flags=["zerosize_ok"], op_flags=[write], order="C"))
 
 
 def cpu_output(ws: Workspace, dn: DataNode, layouts: dict[DataNode, str]) -> TensorListCPU:
@@ -750,8 +764,12 @@ class Executor:
         args = {k: values[x] for k, x in node.arg_nodes.items()} if node.arg_nodes else {}
         params = ws.params[node]
         idx = None  # conditionals: the operator sees only its branch's samples
-        if node.scope is not None:
-            idx, rows = node.scope.selection(values, n)
+        scope = node.scope
+        if scope is not None:
+            selection = ws.selections.get(scope)
+            if selection is None:
+                selection = ws.selections[scope] = scope.selection(values, n)
+            idx, rows = selection
             if len(idx) < n:
                 inputs = [compact(v, idx, rows) for v in inputs]
                 args = {k: compact(v, idx, rows) for k, v in args.items()}
@@ -785,8 +803,7 @@ class Executor:
                 continue
             if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                 ws.dense[out] = _DenseBatch.of(vals)
-                # (0-d rows stay arrays)
-                vals = Rows([vals[i, ...] for i in range(len(vals))], vals)
+                vals = Rows(row_views(vals), vals)
             values[out] = vals if isinstance(vals, Rows) else list(vals)
 
     def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
