@@ -145,6 +145,10 @@ def predicate_mask(samples, n: int) -> np.ndarray:
     arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
     if arr is not None and arr.shape == (n,):
         return arr.astype(bool)
+    if isinstance(samples, Scattered) and samples.part.array.ndim == 1:  # a nested predicate
+        m = np.zeros(n, bool)
+        m[samples.rows] = samples.part.array
+        return m
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
         if m.shape == (n,):
@@ -392,15 +396,63 @@ class Scattered(list):
     """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
     for the samples outside the scope), which also keeps what the operator gave for its
     samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
-    :meth:`Scope.selection` list). The scope's next operators take ``part`` as it is
-    (:func:`compact`): no list made again, no samples stacked again."""
+    :meth:`Scope.selection` list; ``rows``, the same as an int array). The scope's next
+    operators take ``part`` as it is, and those of nested scopes its rows
+    (:meth:`Selections.compact`): no list made again, no samples stacked again."""
 
-    __slots__ = ("idx", "part")
+    __slots__ = ("idx", "rows", "part")
 
-    def __init__(self, samples: list, idx: list[int], part):
+    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows):
         super().__init__(samples)
         self.idx = idx
+        self.rows = rows
         self.part = part
+
+
+class Selections:
+    """The samples of each conditional scope in one iteration of the CPU stage, for its
+    batch-level operators (``Executor._run_batch_level``), and the inputs compacted to them.
+    ``clear()`` when the iteration's value lists are replaced (skipped samples)."""
+
+    def __init__(self):
+        self._of: dict[Scope, tuple[list[int], np.ndarray]] = {}
+        # (id of a Scattered value's idx, scope) -> the scope's samples' positions among the
+        # value's, or None where they are not all there
+        self._within: dict[tuple[int, Scope], np.ndarray | None] = {}
+
+    def clear(self) -> None:
+        self._of.clear()
+        self._within.clear()
+
+    def of(self, scope: Scope, values: dict, n: int) -> tuple[list[int], np.ndarray]:
+        """``scope``'s samples: :meth:`Scope.selection`, once per iteration."""
+        sel = self._of.get(scope)
+        if sel is None:
+            sel = self._of[scope] = scope.selection(values, n)
+        return sel
+
+    def compact(self, value, scope: Scope):
+        """:func:`compact` of ``value`` to ``scope``'s samples (:meth:`of` first), where a
+        :class:`Scattered` value of an enclosing scope gives its part's rows (one fancy index,
+        the positions worked out once per value scope and scope)."""
+        idx, rows = self._of[scope]
+        if not isinstance(value, Scattered) or value.idx is idx:
+            return compact(value, idx, rows)
+        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
+        try:
+            at = self._within[key]
+        except KeyError:
+            at = self._within[key] = _positions(value.rows, rows)
+        samples = [value[j] for j in idx]
+        return samples if at is None else Rows(samples, value.part.array[at])
+
+
+def _positions(held: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
+    """Where each of ``wanted`` (ascending) is in ``held`` (ascending); None unless all are."""
+    if not 0 < len(wanted) <= len(held):
+        return None
+    at = np.searchsorted(held, wanted)
+    return at if at[-1] < len(held) and np.array_equal(held[at], wanted) else None
 
 
 def compact(value, idx: list[int], rows: np.ndarray | None = None):

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ._conditionals import Scattered, compact
+from ._conditionals import Scattered, Selections, compact
 from ._ipc.process import HelperStartError
 from ._sample_processes import Pending, RemoteRun, SampleProcesses, phases
 from ._skiplog import SkipLog
@@ -59,9 +59,9 @@ class Workspace:
     state: list | None = None  # operator states after this iteration (checkpointing)
     dense: dict[DataNode, _DenseBatch] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)  # reported when the batch is handed out
-    # conditionals: Scope -> its Scope.selection in this iteration (batch-level operators);
-    # emptied when skipped samples are replaced (new value lists)
-    selections: dict = field(default_factory=dict)
+    # conditionals: each scope's samples, for the batch-level operators (emptied when skipped
+    # samples are replaced: new value lists)
+    selections: Selections = field(default_factory=Selections)
 
 
 class _DenseBatch:
@@ -766,13 +766,11 @@ class Executor:
         idx = None  # conditionals: the operator sees only its branch's samples
         scope = node.scope
         if scope is not None:
-            selection = ws.selections.get(scope)
-            if selection is None:
-                selection = ws.selections[scope] = scope.selection(values, n)
-            idx, rows = selection
+            selections = ws.selections
+            idx, rows = selections.of(scope, values, n)
             if len(idx) < n:
-                inputs = [compact(v, idx, rows) for v in inputs]
-                args = {k: compact(v, idx, rows) for k, v in args.items()}
+                inputs = [selections.compact(v, scope) for v in inputs]
+                args = {k: selections.compact(v, scope) for k, v in args.items()}
                 params = compact(params, idx)
             else:
                 idx = None
@@ -792,14 +790,13 @@ class Executor:
             self.profiler.add_op_calls([call], "operator")
         for out, vals in zip(node.outputs, outs, strict=True):
             if idx is not None:  # back to the batch's positions
-                part = None
+                part = vals if isinstance(vals, Rows) else None
                 if isinstance(vals, np.ndarray):  # (its rows as iterating it gives them)
-                    part = Rows(list(vals), vals)
-                    vals = part
+                    part = vals = Rows(list(vals), vals)
                 full = [None] * n
                 for j, v in zip(idx, vals, strict=True):
                     full[j] = v
-                values[out] = full if part is None else Scattered(full, idx, part)
+                values[out] = full if part is None else Scattered(full, idx, rows, part)
                 continue
             if isinstance(vals, np.ndarray):  # a dense batch: its rows are the samples
                 ws.dense[out] = _DenseBatch.of(vals)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import SMALL_ELEMENTS, Operator, register
+from ..graph import SMALL_ELEMENTS, Operator, Rows, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -80,6 +80,7 @@ class Constant(Operator):
         value = np.array(value, order="C")  # a copy; 0-d stays 0-d
         value.setflags(write=False)  # every sample and iteration shares it
         self.value = value
+        self._batches: dict = {}  # batch size -> the CPU batch as one read-only array
         self._gpu_value = None
         self._gpu_rows: dict = {}  # batch size -> the samples' pointers, shapes, strides
 
@@ -96,7 +97,16 @@ class Constant(Operator):
         return True  # the same read-only array for every sample: no call per sample
 
     def run_batch_cpu(self, inputs, args, params):
-        return ([self.value] * len(params),)
+        # every sample is the one read-only value; the batch as one read-only array too (made
+        # once per batch size), for the operators that stack their inputs (operators/_small.py)
+        n = len(params)
+        batch = self._batches.get(n)
+        if batch is None:
+            batch = np.empty((n, *self.value.shape), self.value.dtype)
+            batch[...] = self.value
+            batch.setflags(write=False)
+            self._batches[n] = batch
+        return (Rows([self.value] * n, batch),)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the tensor is copied to the device once; every sample points at it."""
