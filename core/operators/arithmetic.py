@@ -321,6 +321,9 @@ def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarr
     raise ValueError(f"unknown expression operation {op!r}")
 
 
+_DTYPES: dict[str, np.dtype] = {}  # a plan's dtype names (evaluate)
+
+
 def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """Run a plan on one sample's inputs: a new C-contiguous array of the result type.
 
@@ -331,7 +334,9 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
     shapes: list = []
     with np.errstate(all="ignore"):  # integer wrap-around, division by zero: C semantics
         for kind, dt_name, payload in steps:
-            dt = np.dtype(dt_name)
+            dt = _DTYPES.get(dt_name)
+            if dt is None:
+                dt = _DTYPES[dt_name] = np.dtype(dt_name)
             if kind == "load":
                 v = np.asarray(inputs[payload])
             elif kind == "const":
@@ -340,7 +345,9 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
                 op, arg_steps, arg_dts = payload
                 args = [values[k] for k in arg_steps]
                 if len(args) > 1:
-                    broadcast_shape([shapes[k] for k in arg_steps])
+                    first = shapes[arg_steps[0]]
+                    if any(shapes[k] != first for k in arg_steps[1:]):
+                        broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
                 v = np.asarray(apply_op(op, dt, args, arg_dts)).astype(dt, copy=False)
             values.append(v)
             shapes.append(v.shape)
@@ -393,6 +400,8 @@ class ArithmeticGenericOp(Operator):
             raise ArgumentError(f"{self.schema}: expression={expression!r} is not an expression")
         self.expression = expression
         self._plans: dict = {}  # (expression, input dtypes) -> plan, for the GPU
+        self._cpu_plans: dict = {}  # input dtypes -> plan of _cpu_plans_of, for run_batch_cpu
+        self._cpu_plans_of = expression
 
     def output_layouts(self, input_layouts):
         return [common_layout(input_layouts, format_expr(self.expression))]
@@ -418,14 +427,24 @@ class ArithmeticGenericOp(Operator):
         if n and all(a is not None for a in stacked):
             # each input's per-sample shape, right-aligned under the batch dimension, so
             # numpy broadcasts the samples as the per-sample path does
-            ndim = max(a.ndim for a in stacked) - 1
-            aligned = [a.reshape(n, *(1,) * (ndim - a.ndim + 1), *a.shape[1:]) for a in stacked]
+            ndim = max(a.ndim for a in stacked)
+            aligned = [
+                a if a.ndim == ndim else a.reshape(n, *(1,) * (ndim - a.ndim), *a.shape[1:])
+                for a in stacked
+            ]
+            dtypes = tuple(a.dtype for a in stacked)
+            if self._cpu_plans_of is not self.expression:  # (fusion replaces it at build time)
+                self._cpu_plans, self._cpu_plans_of = {}, self.expression
+            steps = self._cpu_plans.get(dtypes)
+            if steps is None:
+                steps = self._cpu_plans[dtypes] = self._steps(dtypes)
             try:
-                out = evaluate(self._steps([a.dtype for a in stacked]), aligned)
+                out = evaluate(steps, aligned)
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:
-                return (out,)
+                # (an input given back as is, read-only as a constant's batch: a copy)
+                return (out if out.flags.writeable else out.copy(),)
         return (_small.per_sample(self.run_sample, inputs, args, params, n),)
 
     def run_batch(self, inputs, args, params, stream):
