@@ -68,8 +68,7 @@ class Scope:
         self.predicate = predicate
         self.branch = branch
         self.depth = 1 + (parent.depth if parent is not None else 0)
-        # (the predicates' value lists, n, mask[, selection]) of the last mask()
-        self._memo = None
+        self._memo = None  # (the predicates' value lists, n, mask) of the last mask()
 
     def within(self, other: Scope | None) -> bool:
         """True if this scope is ``other`` or nested in it."""
@@ -94,10 +93,11 @@ class Scope:
         caller), one vectorised step per enclosing scope. Every predicate must be complete (as
         after a batch-level step).
 
-        Each CPU operator of the scope asks (``Scope.indices``): the mask is kept with the
-        predicates' value lists it came from and reused while ``values`` holds those very
-        lists (an iteration's lists are never changed in place; a new iteration, or a skipped
-        sample's replacement, makes new ones)."""
+        The mask is kept with the predicates' value lists it came from and reused while
+        ``values`` holds those very lists (an iteration's lists are never changed in place; a
+        new iteration, or a skipped sample's replacement, makes new ones). The CPU stage's
+        batch-level operators get the same masks from ``Selections``, made once per
+        iteration."""
         preds = []
         s = self
         while s is not None:
@@ -121,19 +121,7 @@ class Scope:
 
     def indices(self, values: dict, n: int) -> list[int]:
         """The batch positions of the samples that run in this scope."""
-        return self.selection(values, n)[0]
-
-    def selection(self, values: dict, n: int) -> tuple[list[int], np.ndarray]:
-        """The batch positions of the samples that run in this scope, as a list and as an
-        int array; kept with the mask (:meth:`mask`), so every operator of the scope gets the
-        very same objects in an iteration (:func:`compact` recognises its scope's own values
-        by them)."""
-        m = self.mask(values, n)
-        memo = self._memo
-        if len(memo) == 3:
-            rows = np.flatnonzero(m)
-            memo = self._memo = (*memo, (rows.tolist(), rows))
-        return memo[3]
+        return np.flatnonzero(self.mask(values, n)).tolist()
 
     def __repr__(self) -> str:
         return f"Scope({self.predicate.name}=={self.branch}, depth={self.depth})"
@@ -396,7 +384,7 @@ class Scattered(list):
     """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
     for the samples outside the scope), which also keeps what the operator gave for its
     samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
-    :meth:`Scope.selection` list; ``rows``, the same as an int array). The scope's next
+    :meth:`Selections.of` list; ``rows``, the same as an int array). The scope's next
     operators take ``part`` as it is, and those of nested scopes its rows
     (:meth:`Selections.compact`): no list made again, no samples stacked again."""
 
@@ -415,21 +403,38 @@ class Selections:
     ``clear()`` when the iteration's value lists are replaced (skipped samples)."""
 
     def __init__(self):
+        self._preds: dict[DataNode, np.ndarray] = {}  # predicate -> bool (n,)
+        self._masks: dict[Scope, np.ndarray] = {}  # scope -> bool (n,) (Scope.mask)
         self._of: dict[Scope, tuple[list[int], np.ndarray]] = {}
         # (id of a Scattered value's idx, scope) -> the scope's samples' positions among the
         # value's, or None where they are not all there
         self._within: dict[tuple[int, Scope], np.ndarray | None] = {}
 
     def clear(self) -> None:
-        self._of.clear()
-        self._within.clear()
+        for memo in (self._preds, self._masks, self._of, self._within):
+            memo.clear()
 
     def of(self, scope: Scope, values: dict, n: int) -> tuple[list[int], np.ndarray]:
-        """``scope``'s samples: :meth:`Scope.selection`, once per iteration."""
+        """``scope``'s samples, as a list and as an int array (:meth:`Scope.indices`), the
+        same objects all iteration (:meth:`compact` knows its scope's own values by them)."""
         sel = self._of.get(scope)
         if sel is None:
-            sel = self._of[scope] = scope.selection(values, n)
+            rows = np.flatnonzero(self._mask(scope, values, n))
+            sel = self._of[scope] = (rows.tolist(), rows)
         return sel
+
+    def _mask(self, scope: Scope, values: dict, n: int) -> np.ndarray:
+        """:meth:`Scope.mask`, each predicate's and scope's made once per iteration."""
+        m = self._masks.get(scope)
+        if m is None:
+            p = self._preds.get(scope.predicate)
+            if p is None:
+                p = self._preds[scope.predicate] = predicate_mask(values[scope.predicate], n)
+            m = p.copy() if scope.branch else ~p
+            if scope.parent is not None:
+                m &= self._mask(scope.parent, values, n)
+            self._masks[scope] = m
+        return m
 
     def compact(self, value, scope: Scope):
         """:func:`compact` of ``value`` to ``scope``'s samples (:meth:`of` first), where a
