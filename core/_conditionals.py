@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .graph import DataNode, Rows, current_pipeline
+from .graph import DataNode, Repeated, Rows, current_pipeline
 
 __all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
 
@@ -463,12 +463,15 @@ def _positions(held: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
 def compact(value, idx: list[int], rows: np.ndarray | None = None):
     """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent. A CPU batch that is
     one array (``graph.Rows``) stays one (its rows ``rows``, the int array of ``idx``, when
-    given); a :class:`Scattered` value of the very same positions gives its part."""
+    given; a ``graph.Repeated`` its first rows); a :class:`Scattered` value of the very same
+    positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
     if isinstance(value, list):
         if isinstance(value, Scattered) and value.idx is idx:
             return value.part
+        if isinstance(value, Repeated) and len(value):
+            return Repeated(value[:1] * len(idx), value.array[: len(idx)])
         samples = [value[j] for j in idx]
         array = getattr(value, "array", None)
         if array is not None and rows is not None:

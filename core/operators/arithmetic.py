@@ -270,10 +270,16 @@ def _compare_dtype(dts: Sequence[np.dtype]) -> np.dtype | None:
     return np.dtype(np.float32) if widest.itemsize < 4 else widest
 
 
+@functools.cache
+def _compare_dtype_of(arg_dts: tuple) -> np.dtype | None:
+    """:func:`_compare_dtype` of dtype names (or dtypes), once per combination."""
+    return _compare_dtype([np.dtype(d) for d in arg_dts])
+
+
 def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarray:
     """One operation of a plan on numpy values (arrays or 0-d arrays), giving ``dt``."""
     if op in COMPARISONS:
-        cdt = _compare_dtype([np.dtype(d) for d in arg_dts])
+        cdt = _compare_dtype_of(tuple(arg_dts))
         if cdt is not None:
             args = [a.astype(cdt, copy=False) for a in args]
         return _COMPARE[op](args[0], args[1])
@@ -344,9 +350,9 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
             else:
                 op, arg_steps, arg_dts = payload
                 args = [values[k] for k in arg_steps]
-                if len(args) > 1:
-                    first = shapes[arg_steps[0]]
-                    if any(shapes[k] != first for k in arg_steps[1:]):
+                if len(args) > 1:  # (0-d operands and equal shapes always broadcast)
+                    dims = {shapes[k] for k in arg_steps} - {()}
+                    if len(dims) > 1:
                         broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
                 v = np.asarray(apply_op(op, dt, args, arg_dts)).astype(dt, copy=False)
             values.append(v)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import SMALL_ELEMENTS, Operator, Rows, register
+from ..graph import SMALL_ELEMENTS, Operator, Repeated, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -106,7 +106,7 @@ class Constant(Operator):
             batch[...] = self.value
             batch.setflags(write=False)
             self._batches[n] = batch
-        return (Rows([self.value] * n, batch),)
+        return (Repeated([self.value] * n, batch),)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the tensor is copied to the device once; every sample points at it."""
