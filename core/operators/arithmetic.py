@@ -449,8 +449,7 @@ class ArithmeticGenericOp(Operator):
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:
-                # (an input given back as is, read-only as a constant's batch: a copy)
-                return (out if out.flags.writeable else out.copy(),)
+                return (out,)
         return (_small.per_sample(self.run_sample, inputs, args, params, n),)
 
     def run_batch(self, inputs, args, params, stream):

@@ -80,7 +80,6 @@ class Constant(Operator):
         value = np.array(value, order="C")  # a copy; 0-d stays 0-d
         value.setflags(write=False)  # every sample and iteration shares it
         self.value = value
-        self._batches: dict = {}  # batch size -> the CPU batch as one read-only array
         self._gpu_value = None
         self._gpu_rows: dict = {}  # batch size -> the samples' pointers, shapes, strides
 
@@ -97,15 +96,12 @@ class Constant(Operator):
         return True  # the same read-only array for every sample: no call per sample
 
     def run_batch_cpu(self, inputs, args, params):
-        # every sample is the one read-only value; the batch as one read-only array too (made
-        # once per batch size), for the operators that stack their inputs (operators/_small.py)
+        # every sample is the one read-only value; the batch as one array too (the operators
+        # that stack their inputs take it: operators/_small.py), made anew each batch as
+        # np.stack made it before, so that whoever takes it may keep or change it
         n = len(params)
-        batch = self._batches.get(n)
-        if batch is None:
-            batch = np.empty((n, *self.value.shape), self.value.dtype)
-            batch[...] = self.value
-            batch.setflags(write=False)
-            self._batches[n] = batch
+        batch = np.empty((n, *self.value.shape), self.value.dtype)
+        batch[...] = self.value
         return (Repeated([self.value] * n, batch),)
 
     def run_batch(self, inputs, args, params, stream):
