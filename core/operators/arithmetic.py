@@ -276,18 +276,23 @@ def _compare_dtype_of(arg_dts: tuple) -> np.dtype | None:
     return _compare_dtype([np.dtype(d) for d in arg_dts])
 
 
+def _as(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``x.astype(dt, copy=False)``, without the call where ``x`` has that type already."""
+    return x if x.dtype == dt else x.astype(dt)
+
+
 def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarray:
     """One operation of a plan on numpy values (arrays or 0-d arrays), giving ``dt``."""
     if op in COMPARISONS:
         cdt = _compare_dtype_of(tuple(arg_dts))
         if cdt is not None:
-            args = [a.astype(cdt, copy=False) for a in args]
+            args = [_as(a, cdt) for a in args]
         return _COMPARE[op](args[0], args[1])
     # every other operation converts its operands to the output type first (static_cast)
     if dt.kind == "f" and dt.itemsize == 2 and op in _UNARY_FLOAT:
         x = args[0].astype(np.float32)  # half math runs in float, rounded once
         return _UNARY_FLOAT[op](x).astype(dt)
-    a = [x.astype(dt, copy=False) for x in args]
+    a = [_as(x, dt) for x in args]
     if op in _UNARY_FLOAT:
         return _UNARY_FLOAT[op](a[0])
     if op == "plus":
@@ -354,7 +359,7 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
                     dims = {shapes[k] for k in arg_steps} - {()}
                     if len(dims) > 1:
                         broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
-                v = np.asarray(apply_op(op, dt, args, arg_dts)).astype(dt, copy=False)
+                v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
             values.append(v)
             shapes.append(v.shape)
     out = values[-1]
