@@ -3,7 +3,7 @@
 TrivialAugment Wide through conditionals, crop_mirror_normalize) run by dlpipe's own executor
 against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and allocations.
 
-    python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile] [--resize]
+    python3 ci/gpu_host_model.py --aug autoaugment --iters 30 [--profile | --profile-cpu] [--resize]
     python3 ci/gpu_host_model.py --graph ops --cells source,blur,slice-rel,norm-fixed
 
 ``--graph ops`` runs instead the cells of ``ci/bench_dali_ops.py`` (its pipelines, an
@@ -14,7 +14,10 @@ preemphasis, spectrogram, mel filter bank, decibels, shapes, normalize over time
 and in training (``--aug train``) SpecAugment's erase.
 
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
-spends enqueueing, whatever the GPU does), the host time of each operator's ``run_batch``, and
+spends enqueueing, whatever the GPU does), the CPU stage's (``Executor._run_cpu``: the
+parameters drawn and the CPU operators, e.g. the augmentations' random numbers, predicates and
+magnitudes; the thread "dlpipe-cpu-stage" of an asynchronous pipeline), the host time of each
+operator's ``run_batch``, and
 the counts per batch of kernel launches, host-to-device uploads and device allocations. The
 images are 224x224x3 uint8, as the example's after its resize (``--resize``: ragged images
 and the example's resize to 224x224 first). Real CuPy calls cost more than
@@ -126,27 +129,45 @@ def build_ops(cell: str):
     return pipe
 
 
-def measure(pipe, name: str, iters: int, profile: bool) -> None:
+def measure(pipe, name: str, iters: int, profile: bool, cpu_profile: bool = False) -> None:
     """Run ``pipe`` ``iters`` times (after 3 warm-up runs) and print its GPU stage's host
-    time, its counts and its operators' times."""
-    stage = pipe._executor.gpu_stage
+    time, its CPU stage's (``Executor._run_cpu``, thread time), its counts and its operators'
+    times; ``profile``: a cProfile of the GPU stage, or with ``cpu_profile`` of the CPU
+    stage."""
+    executor = pipe._executor
+    stage = executor.gpu_stage
     spent: list[float] = []
+    cpu_spent: list[float] = []
     op_time: collections.Counter = collections.Counter()
     op_calls: collections.Counter = collections.Counter()
     prof = [None]
     call = type(stage).__call__
 
     def timed_call(self, ws):
-        if prof[0] is not None:
+        if prof[0] is not None and not cpu_profile:
             prof[0].enable()
         start = time.thread_time()
         out = call(self, ws)
         spent.append(time.thread_time() - start)
-        if prof[0] is not None:
+        if prof[0] is not None and not cpu_profile:
             prof[0].disable()
         return out
 
     type(stage).__call__ = timed_call
+    run_cpu = executor._run_cpu
+
+    def timed_cpu(*a, **k):  # the CPU stage (thread "dlpipe-cpu-stage" when asynchronous)
+        if prof[0] is not None and cpu_profile:
+            prof[0].enable()
+        start = time.thread_time()
+        try:
+            return run_cpu(*a, **k)
+        finally:
+            cpu_spent.append(time.thread_time() - start)
+            if prof[0] is not None and cpu_profile:
+                prof[0].disable()
+
+    executor._run_cpu = timed_cpu
     for node in stage.ops:
         run_batch = node.op.run_batch
 
@@ -162,6 +183,7 @@ def measure(pipe, name: str, iters: int, profile: bool) -> None:
     for _ in range(3):  # compile (count) every kernel, fill the memos
         pipe.run()
     spent.clear()
+    cpu_spent.clear()
     op_time.clear()
     op_calls.clear()
     cupy.COUNTS.clear()
@@ -170,10 +192,13 @@ def measure(pipe, name: str, iters: int, profile: bool) -> None:
     for _ in range(iters):
         pipe.run()
     type(stage).__call__ = call
+    del executor._run_cpu
     k = iters
     print(f"{name}: GPU stage host CPU ms/batch: "
           f"median {1e3 * np.median(spent):.2f}, mean {1e3 * np.mean(spent):.2f}")  # fmt: skip
     counts = {n: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" not in n}
+    print(f"{name}: CPU stage CPU ms/batch: "
+          f"median {1e3 * np.median(cpu_spent):.2f}, mean {1e3 * np.mean(cpu_spent):.2f}")  # fmt: skip
     print("per batch:", counts)
     kernels = {n[7:]: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" in n}
     print("launches per batch:", kernels)
@@ -199,6 +224,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile of the GPU stage")
     ap.add_argument("--resize", action="store_true",
                     help="efficientnet: start at the resize, of ragged images")  # fmt: skip
+    ap.add_argument("--profile-cpu", action="store_true", help="cProfile of the CPU stage")
     args = ap.parse_args()
     if args.graph == "ops":
         for cell in args.cells.split(","):
@@ -211,7 +237,7 @@ def main() -> None:
         return
     pipe = build(args.aug, args.batch, args.resize)
     name = f"{args.aug}{', resize' if args.resize else ''}, batch {args.batch}"
-    measure(pipe, name, args.iters, args.profile)
+    measure(pipe, name, args.iters, args.profile or args.profile_cpu, args.profile_cpu)
 
 
 if __name__ == "__main__":

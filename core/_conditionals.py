@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .graph import DataNode, current_pipeline
+from .graph import DataNode, Repeated, Rows, current_pipeline
 
 __all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
 
@@ -93,10 +93,11 @@ class Scope:
         caller), one vectorised step per enclosing scope. Every predicate must be complete (as
         after a batch-level step).
 
-        Each CPU operator of the scope asks (``Scope.indices``): the mask is kept with the
-        predicates' value lists it came from and reused while ``values`` holds those very
-        lists (an iteration's lists are never changed in place; a new iteration, or a skipped
-        sample's replacement, makes new ones)."""
+        The mask is kept with the predicates' value lists it came from and reused while
+        ``values`` holds those very lists (an iteration's lists are never changed in place; a
+        new iteration, or a skipped sample's replacement, makes new ones). The CPU stage's
+        batch-level operators get the same masks from ``Selections``, made once per
+        iteration."""
         preds = []
         s = self
         while s is not None:
@@ -132,6 +133,10 @@ def predicate_mask(samples, n: int) -> np.ndarray:
     arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
     if arr is not None and arr.shape == (n,):
         return arr.astype(bool)
+    if isinstance(samples, Scattered) and samples.part.array.ndim == 1:  # a nested predicate
+        m = np.zeros(n, bool)
+        m[samples.rows] = samples.part.array
+        return m
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
         if m.shape == (n,):
@@ -375,10 +380,101 @@ class Absent:
 ABSENT = Absent()
 
 
-def compact(value, idx: list[int]):
-    """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent."""
+class Scattered(list):
+    """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
+    for the samples outside the scope), which also keeps what the operator gave for its
+    samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
+    :meth:`Selections.of` list; ``rows``, the same as an int array). The scope's next
+    operators take ``part`` as it is, and those of nested scopes its rows
+    (:meth:`Selections.compact`): no list made again, no samples stacked again."""
+
+    __slots__ = ("idx", "rows", "part")
+
+    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows):
+        super().__init__(samples)
+        self.idx = idx
+        self.rows = rows
+        self.part = part
+
+
+class Selections:
+    """The samples of each conditional scope in one iteration of the CPU stage, for its
+    batch-level operators (``Executor._run_batch_level``), and the inputs compacted to them.
+    ``clear()`` when the iteration's value lists are replaced (skipped samples)."""
+
+    def __init__(self):
+        self._preds: dict[DataNode, np.ndarray] = {}  # predicate -> bool (n,)
+        self._masks: dict[Scope, np.ndarray] = {}  # scope -> bool (n,) (Scope.mask)
+        self._of: dict[Scope, tuple[list[int], np.ndarray]] = {}
+        # (id of a Scattered value's idx, scope) -> the scope's samples' positions among the
+        # value's, or None where they are not all there
+        self._within: dict[tuple[int, Scope], np.ndarray | None] = {}
+
+    def clear(self) -> None:
+        for memo in (self._preds, self._masks, self._of, self._within):
+            memo.clear()
+
+    def of(self, scope: Scope, values: dict, n: int) -> tuple[list[int], np.ndarray]:
+        """``scope``'s samples, as a list and as an int array (:meth:`Scope.indices`), the
+        same objects all iteration (:meth:`compact` knows its scope's own values by them)."""
+        sel = self._of.get(scope)
+        if sel is None:
+            rows = np.flatnonzero(self._mask(scope, values, n))
+            sel = self._of[scope] = (rows.tolist(), rows)
+        return sel
+
+    def _mask(self, scope: Scope, values: dict, n: int) -> np.ndarray:
+        """:meth:`Scope.mask`, each predicate's and scope's made once per iteration."""
+        m = self._masks.get(scope)
+        if m is None:
+            p = self._preds.get(scope.predicate)
+            if p is None:
+                p = self._preds[scope.predicate] = predicate_mask(values[scope.predicate], n)
+            m = p.copy() if scope.branch else ~p
+            if scope.parent is not None:
+                m &= self._mask(scope.parent, values, n)
+            self._masks[scope] = m
+        return m
+
+    def compact(self, value, scope: Scope):
+        """:func:`compact` of ``value`` to ``scope``'s samples (:meth:`of` first), where a
+        :class:`Scattered` value of an enclosing scope gives its part's rows (one fancy index,
+        the positions worked out once per value scope and scope)."""
+        idx, rows = self._of[scope]
+        if not isinstance(value, Scattered) or value.idx is idx:
+            return compact(value, idx, rows)
+        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
+        try:
+            at = self._within[key]
+        except KeyError:
+            at = self._within[key] = _positions(value.rows, rows)
+        samples = [value[j] for j in idx]
+        return samples if at is None else Rows(samples, value.part.array[at])
+
+
+def _positions(held: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
+    """Where each of ``wanted`` (ascending) is in ``held`` (ascending); None unless all are."""
+    if not 0 < len(wanted) <= len(held):
+        return None
+    at = np.searchsorted(held, wanted)
+    return at if at[-1] < len(held) and np.array_equal(held[at], wanted) else None
+
+
+def compact(value, idx: list[int], rows: np.ndarray | None = None):
+    """The samples ``idx`` of a CPU list, a GPU SampleList or an Absent. A CPU batch that is
+    one array (``graph.Rows``) stays one (its rows ``rows``, the int array of ``idx``, when
+    given; a ``graph.Repeated`` its first rows); a :class:`Scattered` value of the very same
+    positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
     if isinstance(value, list):
-        return [value[j] for j in idx]
+        if isinstance(value, Scattered) and value.idx is idx:
+            return value.part
+        if isinstance(value, Repeated) and len(value):
+            return Repeated(value[:1] * len(idx), value.array[: len(idx)])
+        samples = [value[j] for j in idx]
+        array = getattr(value, "array", None)
+        if array is not None and rows is not None:
+            return Rows(samples, array[rows])
+        return samples
     return value.take(idx)

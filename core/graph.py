@@ -49,6 +49,11 @@ class Rows(list):
         self.array = array
 
 
+class Repeated(Rows):
+    """Rows that are all one sample (a constant's batch): any selection of its samples is
+    its first rows (``_conditionals.compact``), no fancy index needed."""
+
+
 class Skipped:
     """What ``run_batch`` returns when it dropped samples (``on_error="skip"``): its outputs, in
     which the dropped samples hold anything, and ``samples`` = {sample index: error message}."""

@@ -60,14 +60,15 @@ class Profiler:
     def add_op_calls(self, calls: list, cat: str) -> None:
         """:meth:`add_op` and :meth:`span` of several operator calls, ``(name, start, end,
         samples, info)`` each, under one lock (the GPU stage records its ~50 operators of an
-        iteration at once)."""
+        iteration at once, the CPU stage its batch-level ones)."""
         tid = threading.get_ident()
         with self._lock:
+            op_time, op_samples, op_info = self.op_time, self.op_samples, self.op_info
             for name, start, end, samples, info in calls:
-                self.op_time[name] += end - start
-                self.op_samples[name] += samples
-                self.op_info[name] = info
-        self.events.extend((name, cat, start, end, tid) for name, start, end, _, _ in calls)
+                op_time[name] += end - start
+                op_samples[name] += samples
+                op_info[name] = info
+        self.events.extend([(name, cat, start, end, tid) for name, start, end, _, _ in calls])
 
     def add_stage(self, stage: str, start: float, end: float) -> None:
         with self._lock:

@@ -270,18 +270,29 @@ def _compare_dtype(dts: Sequence[np.dtype]) -> np.dtype | None:
     return np.dtype(np.float32) if widest.itemsize < 4 else widest
 
 
+@functools.cache
+def _compare_dtype_of(arg_dts: tuple) -> np.dtype | None:
+    """:func:`_compare_dtype` of dtype names (or dtypes), once per combination."""
+    return _compare_dtype([np.dtype(d) for d in arg_dts])
+
+
+def _as(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``x.astype(dt, copy=False)``, without the call where ``x`` has that type already."""
+    return x if x.dtype == dt else x.astype(dt)
+
+
 def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarray:
     """One operation of a plan on numpy values (arrays or 0-d arrays), giving ``dt``."""
     if op in COMPARISONS:
-        cdt = _compare_dtype([np.dtype(d) for d in arg_dts])
+        cdt = _compare_dtype_of(tuple(arg_dts))
         if cdt is not None:
-            args = [a.astype(cdt, copy=False) for a in args]
+            args = [_as(a, cdt) for a in args]
         return _COMPARE[op](args[0], args[1])
     # every other operation converts its operands to the output type first (static_cast)
     if dt.kind == "f" and dt.itemsize == 2 and op in _UNARY_FLOAT:
         x = args[0].astype(np.float32)  # half math runs in float, rounded once
         return _UNARY_FLOAT[op](x).astype(dt)
-    a = [x.astype(dt, copy=False) for x in args]
+    a = [_as(x, dt) for x in args]
     if op in _UNARY_FLOAT:
         return _UNARY_FLOAT[op](a[0])
     if op == "plus":
@@ -321,6 +332,9 @@ def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarr
     raise ValueError(f"unknown expression operation {op!r}")
 
 
+_DTYPES: dict[str, np.dtype] = {}  # a plan's dtype names (evaluate)
+
+
 def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """Run a plan on one sample's inputs: a new C-contiguous array of the result type.
 
@@ -331,7 +345,9 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
     shapes: list = []
     with np.errstate(all="ignore"):  # integer wrap-around, division by zero: C semantics
         for kind, dt_name, payload in steps:
-            dt = np.dtype(dt_name)
+            dt = _DTYPES.get(dt_name)
+            if dt is None:
+                dt = _DTYPES[dt_name] = np.dtype(dt_name)
             if kind == "load":
                 v = np.asarray(inputs[payload])
             elif kind == "const":
@@ -339,9 +355,11 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
             else:
                 op, arg_steps, arg_dts = payload
                 args = [values[k] for k in arg_steps]
-                if len(args) > 1:
-                    broadcast_shape([shapes[k] for k in arg_steps])
-                v = np.asarray(apply_op(op, dt, args, arg_dts)).astype(dt, copy=False)
+                if len(args) > 1:  # (0-d operands and equal shapes always broadcast)
+                    dims = {shapes[k] for k in arg_steps} - {()}
+                    if len(dims) > 1:
+                        broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
+                v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
             values.append(v)
             shapes.append(v.shape)
     out = values[-1]
@@ -393,6 +411,8 @@ class ArithmeticGenericOp(Operator):
             raise ArgumentError(f"{self.schema}: expression={expression!r} is not an expression")
         self.expression = expression
         self._plans: dict = {}  # (expression, input dtypes) -> plan, for the GPU
+        self._cpu_plans: dict = {}  # input dtypes -> plan of _cpu_plans_of, for run_batch_cpu
+        self._cpu_plans_of = expression
 
     def output_layouts(self, input_layouts):
         return [common_layout(input_layouts, format_expr(self.expression))]
@@ -418,10 +438,19 @@ class ArithmeticGenericOp(Operator):
         if n and all(a is not None for a in stacked):
             # each input's per-sample shape, right-aligned under the batch dimension, so
             # numpy broadcasts the samples as the per-sample path does
-            ndim = max(a.ndim for a in stacked) - 1
-            aligned = [a.reshape(n, *(1,) * (ndim - a.ndim + 1), *a.shape[1:]) for a in stacked]
+            ndim = max(a.ndim for a in stacked)
+            aligned = [
+                a if a.ndim == ndim else a.reshape(n, *(1,) * (ndim - a.ndim), *a.shape[1:])
+                for a in stacked
+            ]
+            dtypes = tuple(a.dtype for a in stacked)
+            if self._cpu_plans_of is not self.expression:  # (fusion replaces it at build time)
+                self._cpu_plans, self._cpu_plans_of = {}, self.expression
+            steps = self._cpu_plans.get(dtypes)
+            if steps is None:
+                steps = self._cpu_plans[dtypes] = self._steps(dtypes)
             try:
-                out = evaluate(self._steps([a.dtype for a in stacked]), aligned)
+                out = evaluate(steps, aligned)
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:

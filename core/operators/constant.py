@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError
-from ..graph import SMALL_ELEMENTS, Operator, register
+from ..graph import SMALL_ELEMENTS, Operator, Repeated, register
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -96,7 +96,13 @@ class Constant(Operator):
         return True  # the same read-only array for every sample: no call per sample
 
     def run_batch_cpu(self, inputs, args, params):
-        return ([self.value] * len(params),)
+        # every sample is the one read-only value; the batch as one array too (the operators
+        # that stack their inputs take it: operators/_small.py), made anew each batch as
+        # np.stack made it before, so that whoever takes it may keep or change it
+        n = len(params)
+        batch = np.empty((n, *self.value.shape), self.value.dtype)
+        batch[...] = self.value
+        return (Repeated([self.value] * n, batch),)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the tensor is copied to the device once; every sample points at it."""

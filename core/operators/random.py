@@ -48,6 +48,17 @@ def _scalar(v) -> float:
     return float(np.asarray(v).reshape(-1)[0]) if np.ndim(v) else float(v)
 
 
+class _Draws(list):
+    """The parameters ``batch_params`` drew for a batch, ``(numbers, seed)`` per sample, that
+    also keep the numbers as the one array they were drawn in (``pre``): the batch path
+    (``run_batch_cpu``) takes it instead of stacking the samples' numbers again. Anything
+    that reorders or subsets the parameters makes a plain list."""
+
+    def __init__(self, samples, pre: np.ndarray):
+        super().__init__(samples)
+        self.pre = pre
+
+
 class _RandomBase(Operator):
     num_inputs = (0, 1)
     devices = ("cpu", "gpu")
@@ -74,11 +85,11 @@ class _RandomBase(Operator):
         return rng.random(shape)
 
     def batch_params(self, n):
-        seeds = self.rng.integers(0, 2**63 - 1, n, dtype=np.int64)
+        seeds = self.rng.integers(0, 2**63 - 1, n, dtype=np.int64).tolist()
         if self._has_input:
-            return [(None, int(s)) for s in seeds]
+            return [(None, s) for s in seeds]
         pre = self._draw(self.rng, (n, *(self.shape or ())))
-        return [(pre[i], int(seeds[i])) for i in range(n)]
+        return _Draws(zip(pre, seeds, strict=True), pre)
 
     def batch_level_in(self, node) -> bool:
         # Nothing per sample (no input, no argument input): the numbers drawn in batch_params
@@ -89,7 +100,9 @@ class _RandomBase(Operator):
         return self.batch_level_in(node) and int(np.prod(self.shape or ())) <= SMALL_ELEMENTS
 
     def run_batch_cpu(self, inputs, args, params):
-        pre = np.stack([p[0] for p in params]) if params else np.empty((0, *(self.shape or ())))
+        pre = getattr(params, "pre", None)  # the batch's numbers as drawn (_Draws)
+        if pre is None:
+            pre = np.stack([p[0] for p in params]) if params else np.empty((0, *(self.shape or ())))
         return (self.run_sample((), {}, (pre, None)),)
 
     def _sample_base(self, inputs, args, param) -> np.ndarray:

@@ -364,27 +364,30 @@ class TensorSubscript(Operator):
     def _gather(self, samples, args: dict, n: int) -> np.ndarray | None:
         """Integer subscripts only (``table[i]``, ``x[0, j]``) on samples of one shape: one
         fancy index over the stacked batch; None for anything else (slices, new axes, an index
-        out of range or not an integer scalar: the per-sample path handles and names those)."""
-        if not all(isinstance(it, tuple) and it == ("sub", "at") for it in self.items):
+        out of range or not an integer scalar: the per-sample path handles and names those).
+        numpy's fancy index counts negative indices from the end and refuses those out of
+        range (IndexError), as the per-sample subscript does."""
+        items = self.items
+        if not all(isinstance(it, tuple) and it == ("sub", "at") for it in items):
             return None
         x = _small.stack(samples)
-        if x is None or len(self.items) > x.ndim - 1:
+        if x is None or len(items) > x.ndim - 1:
             return None
         index: list = [np.arange(n)]
-        for i, extent in enumerate(x.shape[1 : 1 + len(self.items)]):
+        for i in range(len(items)):
             name = f"at_{i}"
             if name in args:
                 at = _small.stack(args[name])
                 if at is None or at.ndim != 1 or at.dtype.kind not in "iu":
                     return None
-                at = at.astype(np.int64)
-            else:
-                at = np.full(n, int(self.statics[name]), np.int64)
-            at = np.where(at < 0, at + extent, at)
-            if ((at < 0) | (at >= extent)).any():
-                return None
-            index.append(at)
-        return np.ascontiguousarray(x[tuple(index)])
+                index.append(at.astype(np.int64, copy=False))
+            else:  # (a scalar broadcasts over the batch)
+                index.append(int(self.statics[name]))
+        try:
+            out = x[tuple(index)]
+        except IndexError:
+            return None
+        return np.ascontiguousarray(out)
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: the subscripts become per-sample strided views, gathered in one launch;

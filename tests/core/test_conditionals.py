@@ -444,3 +444,74 @@ def test_scope_mask_is_kept_while_the_predicates_lists_are_the_same():
     assert inner.indices(values, 4) == [3]
     values = {p: [None, *pv[1:]], q: qv}  # None: the sample took no part
     assert inner.indices(values, 4) == [3]
+
+
+def test_selections_match_the_scopes_and_compact_held_values():
+    """The CPU stage's batch-level bookkeeping (``Selections``): each scope's samples as
+    ``Scope.indices`` gives them; a scope's own ``Scattered`` output comes back as its part,
+    an enclosing scope's as the part's rows for the nested scope, and a predicate held in a
+    scope masks as its samples do (None: False)."""
+    from dlpipe._conditionals import Scattered, Scope, Selections, predicate_mask
+    from dlpipe.graph import DataNode, Rows
+
+    p, q = DataNode("p", "cpu", None), DataNode("q", "cpu", None)
+    outer = Scope(None, p, True)
+    inner = Scope(outer, q, False)
+    pv = Rows(
+        [np.array(b) for b in (True, True, False, True, True)], np.array([1, 1, 0, 1, 1], bool)
+    )
+    held, held_rows = [0, 1, 3, 4], np.array([0, 1, 3, 4])
+    q_part = np.array([False, True, False, True])
+    qv = Scattered([q_part[0], q_part[1], None, q_part[2], q_part[3]], held, held_rows,
+                   Rows(list(q_part), q_part))  # fmt: skip
+    values = {p: pv, q: qv}
+    assert predicate_mask(qv, 5).tolist() == [False, True, False, False, True]
+    sel = Selections()
+    for scope in (outer, inner):
+        idx, rows = sel.of(scope, values, 5)
+        assert idx == scope.indices(values, 5) == rows.tolist()
+        assert sel.of(scope, values, 5)[0] is idx  # the same objects all iteration
+    assert sel.of(inner, values, 5)[0] == [0, 3]
+    idx, rows = sel.of(outer, values, 5)
+    data = np.array([10.0, 11.0, 13.0, 14.0], np.float32)
+    x = Scattered([data[0], data[1], None, data[2], data[3]], idx, rows, Rows(list(data), data))
+    assert sel.compact(x, outer) is x.part
+    got = sel.compact(x, inner)
+    assert isinstance(got, Rows) and got.array.tolist() == [10.0, 13.0] == [float(v) for v in got]
+    sel.clear()
+    assert sel.of(inner, values, 5)[0] == [0, 3]
+
+
+def test_batch_level_values_in_nested_branches_equal_the_per_sample_math():
+    """Random numbers, a constant table subscripted by them and arithmetic, in an ``if``
+    nested in another: the batch-level path (each scope's outputs kept as one array and
+    passed on) gives the values computed per sample."""
+
+    @pipeline_def(enable_conditionals=True, batch_size=32, num_threads=1, device_id=None, seed=5)
+    def pipe():
+        u = fn.random.uniform(range=[0, 1])
+        k = fn.random.uniform(values=[0, 1, 2, 3], dtype=types.INT32)
+        table = types.Constant(np.array([10.0, 20.0, 30.0, 40.0], np.float32))
+        y = u * 0
+        if u > 0.3:
+            m = table[k] * u
+            if k > 1:
+                y = m + u * 2
+            else:
+                y = m - 1
+        else:
+            y = u + 5
+        return u, k, y
+
+    p = pipe()
+    p.build()
+    levels = [bl for bl, nodes in p._executor._segments for n in nodes if n.scope is not None]
+    assert levels and all(levels)
+    table = np.array([10.0, 20.0, 30.0, 40.0], np.float32)
+    for _ in range(3):
+        u, k, y = (np.array([np.asarray(s) for s in out]) for out in p.run())
+        m = table[k] * u
+        want = np.where(u > 0.3, np.where(k > 1, m + u * np.float32(2), m - np.float32(1)),
+                        u + np.float32(5))  # fmt: skip
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        assert y.dtype == np.float32
