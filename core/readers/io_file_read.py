@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DataNotFoundError
 from ..graph import Operator, register
-from ..readers._read_process import BatchReads
+from ._read_process import BatchReads
 
 WHO = "io.file.read"
 
