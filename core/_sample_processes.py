@@ -50,8 +50,9 @@ class RemoteRun:
         takes: the DataNodes it takes from outside (key, node), per sample.
         gives: the DataNodes the rest of the graph takes from it, sent back per sample.
         want: their keys.
-        uploads_only: whether only ``.gpu()`` copies take ``gives`` (the executor works it
-            out on first use: then their arrays are unpacked into pinned memory).
+        uploads: those of ``gives`` that only ``.gpu()`` copies take (the executor works it
+            out on first use): where there is one, the replies' arrays are unpacked into
+            pinned memory, and the copies upload those from there.
     """
 
     key: int
@@ -60,7 +61,7 @@ class RemoteRun:
     takes: list[tuple[int, DataNode]]
     gives: list[DataNode]
     want: tuple[int, ...]
-    uploads_only: bool | None = None
+    uploads: list[DataNode] | None = None
 
 
 def plan(nodes: list[OpNode], used_outside) -> tuple[list[OpNode], RemoteRun | None, list[OpNode]]:

@@ -833,7 +833,7 @@ class Executor:
             (i, {k: v[i] for k, v in takes}, [None if p is None else p[i] for p in params])
             for i in range(ws.batch_size)
         ]
-        alloc = PinnedBlocks(self.gpu_stage.device_id) if self._uploads_only(run) else None
+        alloc = PinnedBlocks(self.gpu_stage.device_id) if self._uploads(run) else None
         try:
             return self._sample_processes.submit(run, items, alloc)
         except HelperStartError as e:
@@ -848,26 +848,31 @@ class Executor:
             self._run_samples(run.nodes, ws)
             return None
 
-    def _uploads_only(self, run: RemoteRun) -> bool:
-        """Whether only ``.gpu()`` copies take the values ``run`` gives back (no CPU operator,
-        no output, no conditional): then its replies are unpacked into pinned blocks, which
-        the copies upload from with no staging copy (``operators/_copy.py``,
-        ``PinnedSamples``; BENCHMARKS.md, "Jasper validation's audio into pinned memory")."""
-        if run.uploads_only is None:
-            gives = {id(dn) for dn in run.gives}
+    def _uploads(self, run: RemoteRun) -> list[DataNode]:
+        """The values ``run`` gives back that only ``.gpu()`` copies take (no CPU operator, no
+        output; no conditional in the graph). Where there is one, the replies are unpacked
+        into pinned memory, and the copies upload those values from there with no staging
+        copy (``operators/_copy.py``, ``PinnedSamples``; BENCHMARKS.md, "Jasper validation's
+        audio into pinned memory"); the part's other values (NeMo's entry indices, a CPU
+        output) are views of the same memory, taken as any reply's."""
+        if run.uploads is None:
             nodes = (*self.cpu_ops, *self.gpu_ops)
-            run.uploads_only = (
-                bool(gives)
-                and getattr(self.gpu_stage, "device_id", None) is not None
-                and not any(n.scope is not None for n in nodes)
-                and not any(id(dn) in gives for dn in self.outputs)
-                and all(
-                    n.op.schema == "_copy_to_gpu" and not n.arg_nodes
-                    for n in nodes
-                    if any(id(dn) in gives for dn in (*n.inputs, *n.arg_nodes.values()))
-                )
-            )
-        return run.uploads_only
+            outputs = {id(dn) for dn in self.outputs}
+            run.uploads = []
+            if getattr(self.gpu_stage, "device_id", None) is not None and not any(
+                n.scope is not None for n in nodes
+            ):
+                for dn in run.gives:
+                    takers = [
+                        n for n in nodes if any(x is dn for x in (*n.inputs, *n.arg_nodes.values()))
+                    ]
+                    if (
+                        takers
+                        and id(dn) not in outputs
+                        and all(n.op.schema == "_copy_to_gpu" and not n.arg_nodes for n in takers)
+                    ):
+                        run.uploads.append(dn)
+        return run.uploads
 
     def _collect_remote(self, run: RemoteRun, ws: Workspace, pending: Pending) -> None:
         """The replies of a part :meth:`_submit_remote` sent: the values the rest of the graph
@@ -900,11 +905,12 @@ class Executor:
         if skipped:
             replace_skipped(ws, skipped)
             return
-        if pending.alloc is not None:  # in pinned blocks, for .gpu() copies alone
-            for dn in run.gives:
-                ws.values[dn] = PinnedSamples(ws.values[dn], pending.alloc.spans)
-            return
-        to_dense = [dn for dn in run.gives if dn in self._cpu_outputs]
+        uploads = run.uploads if pending.alloc is not None else []
+        for dn in uploads:  # in pinned blocks, for .gpu() copies alone
+            ws.values[dn] = PinnedSamples(ws.values[dn], pending.alloc.spans)
+        to_dense = [
+            dn for dn in run.gives if dn in self._cpu_outputs and not any(dn is u for u in uploads)
+        ]
         for dn in to_dense:
             for i in range(n):
                 self._to_dense(ws, dn, i)

@@ -130,6 +130,12 @@ class NemoAsrReader(ShardedReader, Operator):
     num_inputs = (0, 0)
     is_random = True
     is_reader = True
+    # run_sample is a pure function of the entry index the stage draws: decoding (and
+    # resampling) an utterance is numpy calls with Python between them, so with threads the
+    # reader held NeMo's pipelines to a fifth of DALI's (BENCHMARKS.md "Side by side with
+    # DALI: 2026-11-27, fourteenth session"); the sample processes decode instead
+    process_safe = True
+    holds_gil = True
 
     def setup(
         self,
@@ -203,6 +209,13 @@ class NemoAsrReader(ShardedReader, Operator):
 
     def output_layouts(self, input_layouts):
         return [""] * self.num_outputs
+
+    def __getstate__(self) -> dict:
+        """What a sample process needs to decode an entry: not the sharding's state (the
+        pipeline's process draws the entries)."""
+        state = dict(self.__dict__)
+        state.pop("loader", None)
+        return state
 
     def source_info(self, param: int) -> str:
         return self.entries[param].audio_filepath

@@ -169,3 +169,50 @@ def test_unpack_into_one_block_gives_the_same_arrays(start):
         assert i == j and x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(x, y)
         assert np.shares_memory(x, blocks[0])
+
+
+@pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp_path):  # noqa: F811
+    """NeMo's graph: ``readers.nemo_asr`` (audio, entry index) decodes in the sample
+    processes; its audio, which only ``.gpu()`` takes, goes up from the upload area, and the
+    indices (a CPU output) come back as the threads' pipeline gives them."""
+    import json
+
+    entries = []
+    for k in range(6):
+        path = str(tmp_path / f"u{k}.wav")
+        seconds = 1.5 + 0.3 * k  # above _copy.IN_PLACE_MIN_BYTES: each goes up in place
+        write_wav(path, to_pcm(speech_like(int(16000 * seconds), 16000, seed=k), 16), 16000)
+        entries.append({"audio_filepath": path, "duration": seconds, "text": f"t{k}"})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+    def build(device_id):
+        pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
+                        exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
+                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
+        with pipe:
+            audio, idx = fn.readers.nemo_asr(manifest_filepaths=[str(manifest)],
+                                             read_sample_rate=False, read_text=False,
+                                             read_idxs=True, random_shuffle=True, name="Reader")  # fmt: skip
+            pipe.set_outputs(audio.gpu() if device_id is not None else audio, idx)
+        pipe.build()
+        return pipe
+
+    want_audio, want_idx = [], []
+    cpu = build(None)
+    for _ in range(4):
+        audio, idx = cpu.run()
+        want_audio += [np.asarray(x).tobytes() for x in audio]
+        want_idx += [np.asarray(x).tolist() for x in idx]
+    sent = _record_copies(monkeypatch, fake_cupy)
+    gpu = build(0)
+    got_idx = []
+    for _ in range(4):
+        _, idx = gpu.run()
+        got_idx += [np.asarray(x).tolist() for x in idx]
+    assert [b for _, b in sent] == want_audio  # each utterance uploaded in place
+    assert got_idx == want_idx
+    assert fake_cupy.COUNTS["host_register"] == 1  # the upload area, page-locked once
+    cpu.close()
+    gpu.close()
