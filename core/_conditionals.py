@@ -447,17 +447,20 @@ class Selections:
         try:
             at = self._within[key]
         except KeyError:
-            at = self._within[key] = _positions(value.rows, rows)
+            at = self._within[key] = _positions(value.rows, self._masks[scope], len(rows))
         samples = [value[j] for j in idx]
         return samples if at is None else Rows(samples, value.part.array[at])
 
 
-def _positions(held: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
-    """Where each of ``wanted`` (ascending) is in ``held`` (ascending); None unless all are."""
-    if not 0 < len(wanted) <= len(held):
+def _positions(held: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray | None:
+    """Where each of the ``count`` samples of ``mask`` (a scope's) is in ``held`` (ascending
+    distinct positions); None unless all are (or there are none). The mask read at ``held``
+    (~3 us) rather than a search and a compare of the positions (~8 us, 28 a batch in
+    AutoAugment's nested scopes)."""
+    if count == 0:
         return None
-    at = np.searchsorted(held, wanted)
-    return at if at[-1] < len(held) and np.array_equal(held[at], wanted) else None
+    at = np.flatnonzero(mask[held])
+    return at if len(at) == count else None
 
 
 def compact(value, idx: list[int], rows: np.ndarray | None = None):
