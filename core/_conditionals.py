@@ -419,7 +419,7 @@ class Selections:
         same objects all iteration (:meth:`compact` knows its scope's own values by them)."""
         sel = self._of.get(scope)
         if sel is None:
-            rows = np.flatnonzero(self._mask(scope, values, n))
+            rows = self._mask(scope, values, n).nonzero()[0]  # (np.flatnonzero: 4x the cost)
             sel = self._of[scope] = (rows.tolist(), rows)
         return sel
 
@@ -455,11 +455,11 @@ class Selections:
 def _positions(held: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray | None:
     """Where each of the ``count`` samples of ``mask`` (a scope's) is in ``held`` (ascending
     distinct positions); None unless all are (or there are none). The mask read at ``held``
-    (~3 us) rather than a search and a compare of the positions (~8 us, 28 a batch in
+    (~1 us) rather than a search and a compare of the positions (~8 us, 28 a batch in
     AutoAugment's nested scopes)."""
     if count == 0:
         return None
-    at = np.flatnonzero(mask[held])
+    at = mask[held].nonzero()[0]
     return at if len(at) == count else None
 
 
