@@ -335,33 +335,70 @@ def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarr
 _DTYPES: dict[str, np.dtype] = {}  # a plan's dtype names (evaluate)
 
 
-def evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
+def quiet(steps: tuple) -> bool:
+    """Whether a plan can raise no numpy floating-point error whatever its inputs, so that
+    :func:`evaluate` needs no ``np.errstate`` (~3 us a call; the automatic augmentations'
+    ~20 expressions a batch are nearly all such): integer or bool constants, and comparisons
+    or integer add / sub / mul whose operands already have the operation's type (no cast;
+    integer ufuncs wrap around silently)."""
+    for kind, dt_name, payload in steps:
+        if kind == "const":
+            if np.dtype(dt_name).kind not in "iub":
+                return False
+        elif kind == "op":
+            op, _, arg_dts = payload
+            same = len(set(arg_dts)) == 1
+            if op in COMPARISONS:
+                cdt = _compare_dtype_of(tuple(arg_dts))
+                if not same or (cdt is not None and cdt != np.dtype(arg_dts[0])):
+                    return False
+            elif not (
+                op in ("add", "sub", "mul")
+                and np.dtype(dt_name).kind in "iu"
+                and same
+                and arg_dts[0] == dt_name
+            ):
+                return False
+        elif kind != "load":
+            return False
+    return True
+
+
+def evaluate(steps: tuple, inputs: Sequence[np.ndarray], is_quiet: bool = False) -> np.ndarray:
     """Run a plan on one sample's inputs: a new C-contiguous array of the result type.
+    ``is_quiet``: :func:`quiet` holds for ``steps`` (no ``np.errstate`` needed).
 
     Raises:
         ValueError: input shapes that do not broadcast.
     """
+    if is_quiet:
+        return _evaluate(steps, inputs)
+    with np.errstate(all="ignore"):  # integer wrap-around, division by zero: C semantics
+        return _evaluate(steps, inputs)
+
+
+def _evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """:func:`evaluate` under whatever numpy error state the caller set."""
     values: list = []
     shapes: list = []
-    with np.errstate(all="ignore"):  # integer wrap-around, division by zero: C semantics
-        for kind, dt_name, payload in steps:
-            dt = _DTYPES.get(dt_name)
-            if dt is None:
-                dt = _DTYPES[dt_name] = np.dtype(dt_name)
-            if kind == "load":
-                v = np.asarray(inputs[payload])
-            elif kind == "const":
-                v = np.array(payload, dt)
-            else:
-                op, arg_steps, arg_dts = payload
-                args = [values[k] for k in arg_steps]
-                if len(args) > 1:  # (0-d operands and equal shapes always broadcast)
-                    dims = {shapes[k] for k in arg_steps} - {()}
-                    if len(dims) > 1:
-                        broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
-                v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
-            values.append(v)
-            shapes.append(v.shape)
+    for kind, dt_name, payload in steps:
+        dt = _DTYPES.get(dt_name)
+        if dt is None:
+            dt = _DTYPES[dt_name] = np.dtype(dt_name)
+        if kind == "load":
+            v = np.asarray(inputs[payload])
+        elif kind == "const":
+            v = np.array(payload, dt)
+        else:
+            op, arg_steps, arg_dts = payload
+            args = [values[k] for k in arg_steps]
+            if len(args) > 1:  # (0-d operands and equal shapes always broadcast)
+                dims = {shapes[k] for k in arg_steps} - {()}
+                if len(dims) > 1:
+                    broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
+            v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
+        values.append(v)
+        shapes.append(v.shape)
     out = values[-1]
     return out if out.flags.c_contiguous else out.copy()  # (ascontiguousarray makes 0-d 1-d)
 
@@ -411,7 +448,7 @@ class ArithmeticGenericOp(Operator):
             raise ArgumentError(f"{self.schema}: expression={expression!r} is not an expression")
         self.expression = expression
         self._plans: dict = {}  # (expression, input dtypes) -> plan, for the GPU
-        self._cpu_plans: dict = {}  # input dtypes -> plan of _cpu_plans_of, for run_batch_cpu
+        self._cpu_plans: dict = {}  # input dtypes -> (plan of _cpu_plans_of, quiet(plan))
         self._cpu_plans_of = expression
 
     def output_layouts(self, input_layouts):
@@ -446,11 +483,13 @@ class ArithmeticGenericOp(Operator):
             dtypes = tuple(a.dtype for a in stacked)
             if self._cpu_plans_of is not self.expression:  # (fusion replaces it at build time)
                 self._cpu_plans, self._cpu_plans_of = {}, self.expression
-            steps = self._cpu_plans.get(dtypes)
-            if steps is None:
-                steps = self._cpu_plans[dtypes] = self._steps(dtypes)
+            cached = self._cpu_plans.get(dtypes)
+            if cached is None:
+                steps = self._steps(dtypes)
+                cached = self._cpu_plans[dtypes] = (steps, quiet(steps))
+            steps, is_quiet = cached
             try:
-                out = evaluate(steps, aligned)
+                out = evaluate(steps, aligned, is_quiet)
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:

@@ -482,3 +482,43 @@ def test_a_shared_subexpression_is_computed_once_and_kept():
     assert _built_ops(pipe).count("_arithmetic_generic_op") == 3
     a, b, c = (o.at(0).tolist() for o in pipe.run())
     assert (a, b, c) == ([31], [29], [30])
+
+
+def test_quiet_plans_run_without_errstate_and_give_the_same_values():
+    """A plan ``quiet`` lets run with no ``np.errstate`` gives the values of the guarded run and
+    raises no floating-point warning on wrap-around or NaN inputs; plans that may warn (float
+    arithmetic, integer division, casts) are not quiet."""
+    import warnings
+
+    from dlpipe.operators.arithmetic import evaluate, plan, quiet
+
+    i32 = np.array([2**31 - 1, -(2**31), 5, 0], np.int32)
+    f32 = np.array([np.nan, np.inf, -1.5, 3e38], np.float32)
+    cases = [
+        (("leq", ("in", 0), ("const", 3, "int32")), ("int32",), [i32]),
+        (("add", ("mul", ("const", 2, "int32"), ("in", 0)), ("in", 0)), ("int32",), [i32]),
+        (("lt", ("in", 0), ("in", 1)), ("float32", "float32"), [f32, f32[::-1].copy()]),
+        (("sub", ("in", 0), ("const", 1, "int32")), ("int32",), [i32]),
+    ]
+    for expr, dts, inputs in cases:
+        steps = plan(expr, dts)
+        assert quiet(steps), expr
+        with np.errstate(all="ignore"):
+            want = evaluate(steps, inputs)
+        with warnings.catch_warnings(), np.errstate(all="raise"):
+            warnings.simplefilter("error")
+            got = evaluate(steps, inputs, True)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    for expr, dts in [
+        (("mul", ("in", 0), ("const", 224, "int32")), ("float32",)),
+        (("div", ("in", 0), ("in", 1)), ("int32", "int32")),
+        (("leq", ("in", 0), ("const", 3, "int32")), ("float32",)),
+        (("lt", ("in", 0), ("in", 1)), ("float16", "float16")),
+        (("add", ("in", 0), ("in", 1)), ("int8", "int32")),
+        (("eq", ("in", 0), ("const", 0.5, "float32")), ("int32",)),
+    ]:
+        assert not quiet(plan(expr, dts)), expr
+    with warnings.catch_warnings():  # what the guard is for: float overflow is silent
+        warnings.simplefilter("error")
+        steps = plan(("mul", ("in", 0), ("const", 224, "int32")), ("float32",))
+        assert np.isinf(evaluate(steps, [f32])[3])
