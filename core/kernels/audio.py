@@ -33,6 +33,19 @@ PADDING = {"none": 0, "zero": 1, "reflect": 2}
 BORDERS = {"zero": 0, "clamp": 1, "reflect": 2}
 
 
+def _words(n: int, desc: np.dtype, *cols) -> np.ndarray:
+    """``n`` rows of the all-int64-word descriptor ``desc`` (every field written), its columns
+    from ``cols`` in field order (arrays of ``n`` or scalars; uint64 pointers kept bitwise):
+    one word view written column by column, a structured array's field assignments cost a
+    few microseconds each (the image launchers' "descriptors written as columns")."""
+    d = np.empty(n, desc)
+    words = d.view(np.int64).reshape(n, desc.itemsize // 8)
+    for k, c in enumerate(cols):
+        c = np.asarray(c)
+        words[:, k] = c.view(np.int64) if c.dtype == np.uint64 else c
+    return d
+
+
 def _blocks(n: int, block: int = _BLOCK) -> int:
     return int(min(_MAX_BLOCKS, max(1, -(-int(n) // block))))
 
@@ -87,9 +100,8 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
     if n == 0:
         return out
     sizes = s.shapes.prod(axis=1)
-    d = np.zeros(n, PREEMPH_DESC)
-    d["in_ptr"], d["out_ptr"], d["n"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64), sizes
-    d["coeff"] = np.asarray(coeffs, np.float64)
+    d = _words(n, PREEMPH_DESC, s.ptrs, out.ptrs, sizes, 0)
+    d.view(np.float64).reshape(n, 4)[:, 3] = np.asarray(coeffs, np.float64)
     acc = "double" if s.dtype == np.float64 else "float"
     expr = f"preemphasis<{ctype(s.dtype)}, {ctype(out_dtype)}, {acc}>"
     k = get_function("audio.cu", expr, s.device_id)
@@ -133,18 +145,17 @@ def spectrogram_batch(
     n = len(s)
     nbins = nfft // 2 + 1
     nwins = np.asarray(nwins, np.int64)
-    shapes = np.stack([nwins, np.full(n, nbins)] if time_major else [np.full(n, nbins), nwins], 1)
-    out = alloc_batch(shapes.reshape(n, 2), np.float32, s.device_id)
+    shapes = np.empty((n, 2), np.int64)
+    shapes[:, int(not time_major)], shapes[:, int(time_major)] = nwins, nbins
+    out = alloc_batch(shapes, np.float32, s.device_id)
     if n == 0:
         return out
     first = np.zeros(n, np.int64)
-    first[1:] = np.cumsum(nwins)[:-1]
-    total = int(nwins.sum())
+    np.cumsum(nwins[:-1], out=first[1:])
+    total = int(first[-1] + nwins[-1])
     frames = cupy.empty((total, nfft), np.float32)
-    d = np.zeros(n, FRAMES_DESC)
-    d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
-    d["first_frame"], d["nwin"] = first, nwins
-    win = device_table(np.asarray(window, np.float32), s.device_id)
+    d = _words(n, FRAMES_DESC, s.ptrs, s.shapes.prod(axis=1), first, nwins)
+    win = const_table(np.asarray(window, np.float32), s.device_id)[0]
     k = get_function("audio.cu", "extract_frames", s.device_id)
     grid = (-(-nfft // 128), _blocks(nwins.max(), 4), n)
     k(
@@ -163,8 +174,7 @@ def spectrogram_batch(
         stream=stream,
     )
     spec = cupy.fft.rfft(frames, axis=1).astype(np.complex64, copy=False)  # one batched cuFFT
-    o = np.zeros(n, SPEC_DESC)
-    o["out_ptr"], o["first_frame"], o["nwin"] = out.ptrs.view(np.int64), first, nwins
+    o = _words(n, SPEC_DESC, out.ptrs, first, nwins)
     k = get_function("audio.cu", "spectrum_out", s.device_id)
     grid = (-(-nbins // 128), _blocks(nwins.max(), 4), n)
     k(
@@ -202,12 +212,13 @@ def _nonzero_ranges(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _FROZEN_TABLES: dict = {}  # (id, device, sparse) -> (table, its device copy, k0, k1)
 
 
-def _matmul_table(t: np.ndarray, device_id: int, sparse: bool) -> tuple:
+def const_table(t: np.ndarray, device_id: int, sparse: bool = False) -> tuple:
     """(``t`` on the device, and with ``sparse`` its rows' nonzero ranges [k0, k1) on the
     device, else null pointers). A read-only table that owns its memory (``mel_weights``'
-    memoised matrix) is looked up by identity, held by the memo so its id is not reused: its
-    bytes are not hashed nor its ranges found again every batch (~50 us of the GPU stage's
-    thread per mel_filter_bank call); any other by content (``device_table``)."""
+    memoised matrix, a spectrogram's window) is looked up by identity, held by the memo so its
+    id is not reused: its bytes are not hashed nor its ranges found again every batch (~50 us
+    of the GPU stage's thread per mel_filter_bank call); any other by content
+    (``device_table``)."""
     key = (id(t), device_id, sparse)
     hit = _FROZEN_TABLES.get(key)
     if hit is not None and hit[0] is t:
@@ -226,33 +237,40 @@ def _matmul_table(t: np.ndarray, device_id: int, sparse: bool) -> tuple:
 @stream_scoped
 def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = False, stream=None):
     """``out[..., m, ...] = sum_k table[m, k] * in[..., k, ...]`` along ``axis`` of every
-    float32 sample, ``tables[i]`` (float32 (nout, n)) for sample i; rows scaled by ``lifter``
-    when given. ``sparse``: the tables are one mel filter matrix whose rows are nonzero over
-    a short range (only that range is summed)."""
+    float32 sample, ``tables[i]`` (float32 (nout, n)) for sample i, or ``tables`` one array
+    for every sample (mel_filter_bank: no per-sample lists and loops); rows scaled by
+    ``lifter`` when given. ``sparse``: the tables are one mel filter matrix whose rows are
+    nonzero over a short range (only that range is summed)."""
     s = contiguous(inputs)
     n = len(s)
     if n == 0:
         return alloc_batch(s.shapes, np.float32, s.device_id)
     outer, length, inner = _split_axis(s.shapes, axis)
-    nout = np.array([t.shape[0] for t in tables], np.int64)
     shapes = s.shapes.copy()
-    shapes[:, axis] = nout
-    out = alloc_batch(shapes, np.float32, s.device_id)
-    devs = {}
-    for t in tables:
-        if id(t) not in devs:
-            devs[id(t)] = _matmul_table(t, s.device_id, sparse)
-    d = np.zeros(n, AXIS_DESC)
-    d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
-    d["outer"], d["n"], d["inner"], d["nout"] = outer, length, inner, nout
-    d["table_ptr"] = [devs[id(t)][0].data.ptr for t in tables]
+    if isinstance(tables, np.ndarray):  # one table: scalar columns
+        nout = tables.shape[0]
+        shapes[:, axis] = nout
+        out = alloc_batch(shapes, np.float32, s.device_id)
+        first = const_table(tables, s.device_id, sparse)
+        table_ptrs = first[0].data.ptr
+    else:
+        nout = np.array([t.shape[0] for t in tables], np.int64)
+        shapes[:, axis] = nout
+        out = alloc_batch(shapes, np.float32, s.device_id)
+        devs = {}
+        for t in tables:
+            if id(t) not in devs:
+                devs[id(t)] = const_table(t, s.device_id, sparse)
+        table_ptrs = np.fromiter((devs[id(t)][0].data.ptr for t in tables), np.uint64, n)
+        first = devs[id(tables[0])]
+    d = _words(n, AXIS_DESC, s.ptrs, out.ptrs, outer, length, inner, nout, table_ptrs)
     k0 = k1 = lift = _NULL
     if sparse:
-        k0, k1 = devs[id(tables[0])][1:]
+        k0, k1 = first[1:]
     if lifter is not None:
         lift = device_table(np.asarray(lifter, np.float32), s.device_id)
     k = get_function("audio.cu", "axis_matmul", s.device_id)
-    grid = (_blocks((outer * inner).max()), int(nout.max()), n)
+    grid = (_blocks((outer * inner).max()), int(np.max(nout)), n)
     k(grid, (_BLOCK, 1, 1), (upload(d, stream), k0, k1, lift), stream=stream)
     return out
 
@@ -260,12 +278,17 @@ def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = Fal
 # --- to_decibels -----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _log2_floor(min_ratio: float) -> np.float32:
+    with np.errstate(divide="ignore"):
+        return np.float32(np.log2(np.float32(min_ratio)))
+
+
 def log2_floor(min_ratio) -> np.float32:
     """``log2(min_ratio)`` in float32, as the CPU computes it for a ratio at the cutoff: the
     kernel clamps in the log domain, since CuPy's -ftz=true flushes a subnormal ``min_ratio``
     (cutoff_db / multiplier below -37.9) to zero in float32 arithmetic."""
-    with np.errstate(divide="ignore"):
-        return np.float32(np.log2(np.float32(min_ratio)))
+    return _log2_floor(float(min_ratio))  # memoised: an operator's constant, every batch
 
 
 @stream_scoped
@@ -280,9 +303,7 @@ def to_decibels_batch(inputs, inv_ref, mul_log2, min_ratio, stream=None):
     if n == 0:
         return out
     sizes = s.shapes.prod(axis=1) if s.shapes.shape[1] else np.ones(n, np.int64)
-    d = np.zeros(n, FLAT_DESC)
-    d["in_ptr"], d["out_ptr"], d["n"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64), sizes
-    dev = upload(d, stream)
+    dev = upload(_words(n, FLAT_DESC, s.ptrs, out.ptrs, sizes), stream)
     grid = (_blocks(sizes.max()), 1, n)
     maxbits = _NULL
     if inv_ref is None:

@@ -74,22 +74,20 @@ def normalize_descriptors(
     n, ndim = shapes.shape
     if ndim > MAX_DIMS:
         raise ValueError(f"GPU normalize handles up to {MAX_DIMS} dimensions, got {ndim}")
+    # written as columns of one int64 word view (8 words, then 4 arrays of MAX_DIMS): a
+    # structured array's field assignments cost a few microseconds each
     d = np.zeros(n, NORM_DESC)
-    for name, ptrs in (
-        ("in_ptr", in_ptrs),
-        ("out_ptr", out_ptrs),
-        ("mean_ptr", mean_ptrs),
-        ("dev_ptr", dev_ptrs),
-    ):
-        d[name] = np.asarray(ptrs, np.uint64).view(np.int64)
-    d["size"] = shapes.prod(axis=1)
-    d["ndim"] = ndim
-    d["count"] = counts
-    d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
-    d["shape"][:, :ndim] = shapes
-    d["in_strides"][:, :ndim] = in_strides
-    d["mean_strides"][:, :ndim] = broadcast_strides(mean_shapes)
-    d["dev_strides"][:, :ndim] = broadcast_strides(dev_shapes)
+    words = d.view(np.int64).reshape(n, NORM_DESC.itemsize // 8)
+    for k, ptrs in enumerate((in_ptrs, out_ptrs, mean_ptrs, dev_ptrs)):
+        words[:, k] = np.asarray(ptrs, np.uint64).view(np.int64)
+    words[:, 4] = shapes.prod(axis=1)
+    words[:, 5] = ndim
+    words[:, 6] = counts
+    words[:, 7] = int(bool(dev_is_sumsq))
+    base = 8
+    for part in (shapes, in_strides, broadcast_strides(mean_shapes), broadcast_strides(dev_shapes)):
+        words[:, base : base + ndim] = part
+        base += MAX_DIMS
     return d
 
 

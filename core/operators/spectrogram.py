@@ -121,6 +121,10 @@ class Spectrogram(Operator):
                     f"{who}: window_fn has {self.window.size} values; it should match "
                     f"window_length={self.window_length}"
                 )
+        # the operator's own read-only copy: the GPU launcher finds its device copy by identity
+        # (``kernels.audio.const_table``) instead of hashing its bytes every batch
+        self.window = np.array(self.window, np.float32, copy=True)
+        self.window.flags.writeable = False
         self.centered = bool(center_windows)
         self.reflect = bool(reflect_padding) and self.centered
 
