@@ -85,7 +85,10 @@ def normalize_descriptors(
     words[:, 6] = counts
     words[:, 7] = int(bool(dev_is_sumsq))
     base = 8
-    for part in (shapes, in_strides, broadcast_strides(mean_shapes), broadcast_strides(dev_shapes)):
+    mean_strides = broadcast_strides(mean_shapes)
+    # the statistics often share one shapes array (both reduced: the kept extents)
+    dev_strides = mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
+    for part in (shapes, in_strides, mean_strides, dev_strides):
         words[:, base : base + ndim] = part
         base += MAX_DIMS
     return d
