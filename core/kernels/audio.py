@@ -33,19 +33,6 @@ PADDING = {"none": 0, "zero": 1, "reflect": 2}
 BORDERS = {"zero": 0, "clamp": 1, "reflect": 2}
 
 
-def _words(n: int, desc: np.dtype, *cols) -> np.ndarray:
-    """``n`` rows of the all-int64-word descriptor ``desc`` (every field written), its columns
-    from ``cols`` in field order (arrays of ``n`` or scalars; uint64 pointers kept bitwise):
-    one word view written column by column, a structured array's field assignments cost a
-    few microseconds each (the image launchers' "descriptors written as columns")."""
-    d = np.empty(n, desc)
-    words = d.view(np.int64).reshape(n, desc.itemsize // 8)
-    for k, c in enumerate(cols):
-        c = np.asarray(c)
-        words[:, k] = c.view(np.int64) if c.dtype == np.uint64 else c
-    return d
-
-
 def _blocks(n: int, block: int = _BLOCK) -> int:
     return int(min(_MAX_BLOCKS, max(1, -(-int(n) // block))))
 
@@ -100,8 +87,9 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
     if n == 0:
         return out
     sizes = s.shapes.prod(axis=1)
-    d = _words(n, PREEMPH_DESC, s.ptrs, out.ptrs, sizes, 0)
-    d.view(np.float64).reshape(n, 4)[:, 3] = np.asarray(coeffs, np.float64)
+    d = np.zeros(n, PREEMPH_DESC)
+    d["in_ptr"], d["out_ptr"], d["n"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64), sizes
+    d["coeff"] = np.asarray(coeffs, np.float64)
     acc = "double" if s.dtype == np.float64 else "float"
     expr = f"preemphasis<{ctype(s.dtype)}, {ctype(out_dtype)}, {acc}>"
     k = get_function("audio.cu", expr, s.device_id)
@@ -154,7 +142,9 @@ def spectrogram_batch(
     np.cumsum(nwins[:-1], out=first[1:])
     total = int(first[-1] + nwins[-1])
     frames = cupy.empty((total, nfft), np.float32)
-    d = _words(n, FRAMES_DESC, s.ptrs, s.shapes.prod(axis=1), first, nwins)
+    d = np.zeros(n, FRAMES_DESC)
+    d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
+    d["first_frame"], d["nwin"] = first, nwins
     win = const_table(np.asarray(window, np.float32), s.device_id)[0]
     k = get_function("audio.cu", "extract_frames", s.device_id)
     grid = (-(-nfft // 128), _blocks(nwins.max(), 4), n)
@@ -174,7 +164,8 @@ def spectrogram_batch(
         stream=stream,
     )
     spec = cupy.fft.rfft(frames, axis=1).astype(np.complex64, copy=False)  # one batched cuFFT
-    o = _words(n, SPEC_DESC, out.ptrs, first, nwins)
+    o = np.zeros(n, SPEC_DESC)
+    o["out_ptr"], o["first_frame"], o["nwin"] = out.ptrs.view(np.int64), first, nwins
     k = get_function("audio.cu", "spectrum_out", s.device_id)
     grid = (-(-nbins // 128), _blocks(nwins.max(), 4), n)
     k(
@@ -261,9 +252,12 @@ def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = Fal
         for t in tables:
             if id(t) not in devs:
                 devs[id(t)] = const_table(t, s.device_id, sparse)
-        table_ptrs = np.fromiter((devs[id(t)][0].data.ptr for t in tables), np.uint64, n)
+        table_ptrs = [devs[id(t)][0].data.ptr for t in tables]
         first = devs[id(tables[0])]
-    d = _words(n, AXIS_DESC, s.ptrs, out.ptrs, outer, length, inner, nout, table_ptrs)
+    d = np.zeros(n, AXIS_DESC)
+    d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
+    d["outer"], d["n"], d["inner"], d["nout"] = outer, length, inner, nout
+    d["table_ptr"] = table_ptrs
     k0 = k1 = lift = _NULL
     if sparse:
         k0, k1 = first[1:]
@@ -303,7 +297,9 @@ def to_decibels_batch(inputs, inv_ref, mul_log2, min_ratio, stream=None):
     if n == 0:
         return out
     sizes = s.shapes.prod(axis=1) if s.shapes.shape[1] else np.ones(n, np.int64)
-    dev = upload(_words(n, FLAT_DESC, s.ptrs, out.ptrs, sizes), stream)
+    d = np.zeros(n, FLAT_DESC)
+    d["in_ptr"], d["out_ptr"], d["n"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64), sizes
+    dev = upload(d, stream)
     grid = (_blocks(sizes.max()), 1, n)
     maxbits = _NULL
     if inv_ref is None:

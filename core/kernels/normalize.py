@@ -74,23 +74,25 @@ def normalize_descriptors(
     n, ndim = shapes.shape
     if ndim > MAX_DIMS:
         raise ValueError(f"GPU normalize handles up to {MAX_DIMS} dimensions, got {ndim}")
-    # written as columns of one int64 word view (8 words, then 4 arrays of MAX_DIMS): a
-    # structured array's field assignments cost a few microseconds each
     d = np.zeros(n, NORM_DESC)
-    words = d.view(np.int64).reshape(n, NORM_DESC.itemsize // 8)
-    for k, ptrs in enumerate((in_ptrs, out_ptrs, mean_ptrs, dev_ptrs)):
-        words[:, k] = np.asarray(ptrs, np.uint64).view(np.int64)
-    words[:, 4] = shapes.prod(axis=1)
-    words[:, 5] = ndim
-    words[:, 6] = counts
-    words[:, 7] = int(bool(dev_is_sumsq))
-    base = 8
-    mean_strides = broadcast_strides(mean_shapes)
+    for name, ptrs in (
+        ("in_ptr", in_ptrs),
+        ("out_ptr", out_ptrs),
+        ("mean_ptr", mean_ptrs),
+        ("dev_ptr", dev_ptrs),
+    ):
+        d[name] = np.asarray(ptrs, np.uint64).view(np.int64)
+    d["size"] = shapes.prod(axis=1)
+    d["ndim"] = ndim
+    d["count"] = counts
+    d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
+    d["shape"][:, :ndim] = shapes
+    d["in_strides"][:, :ndim] = in_strides
+    d["mean_strides"][:, :ndim] = mean_strides = broadcast_strides(mean_shapes)
     # the statistics often share one shapes array (both reduced: the kept extents)
-    dev_strides = mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
-    for part in (shapes, in_strides, mean_strides, dev_strides):
-        words[:, base : base + ndim] = part
-        base += MAX_DIMS
+    d["dev_strides"][:, :ndim] = (
+        mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
+    )
     return d
 
 

@@ -103,11 +103,11 @@ def _ragged_rows(n: int, ndim: int, in_shapes, in_strides, red: tuple, norms) ->
     last = _LAST_RAGGED[0]
     if last is not None and last[0] == key:
         d = last[1].copy()
-        d.view(np.float64).reshape(n, REDUCE_DESC.itemsize // 8)[:, 39] = norms
+        d["norm"] = norms
         return d
     d = _descriptors(n, ndim, in_shapes, in_strides, red, 0.0)
     _LAST_RAGGED[0] = (key, d.copy())
-    d.view(np.float64).reshape(n, REDUCE_DESC.itemsize // 8)[:, 39] = norms
+    d["norm"] = norms
     return d
 
 
@@ -117,19 +117,15 @@ def _descriptors(n: int, ndim: int, in_shapes, in_strides, red: tuple, norms) ->
     red = list(red)
     if len(red) > MAX_DIMS or len(kept) > MAX_DIMS:
         raise ValueError(f"GPU reductions handle up to {MAX_DIMS} kept and reduced axes")
-    # written as columns of one int64 word view (7 words, 4 arrays of MAX_DIMS, the norm):
-    # a structured array's field assignments cost a few microseconds each (normalize's two
-    # reductions of ragged spectrograms every speech batch)
     d = np.zeros(n, REDUCE_DESC)
-    words = d.view(np.int64).reshape(n, REDUCE_DESC.itemsize // 8)
-    kept_shapes, red_shapes = in_shapes[:, kept], in_shapes[:, red]
-    words[:, 3] = kept_shapes.prod(axis=1)
-    words[:, 4] = red_shapes.prod(axis=1)
-    words[:, 5], words[:, 6] = len(kept), len(red)
-    for base, part in ((7, kept_shapes), (15, in_strides[:, kept]), (23, red_shapes),
-                       (31, in_strides[:, red])):  # fmt: skip
-        words[:, base : base + part.shape[1]] = part
-    d.view(np.float64).reshape(words.shape)[:, 39] = norms
+    d["n_kept"], d["n_reduced"] = len(kept), len(red)
+    d["kept_shape"][:, : len(kept)] = in_shapes[:, kept]
+    d["kept_strides"][:, : len(kept)] = in_strides[:, kept]
+    d["red_shape"][:, : len(red)] = in_shapes[:, red]
+    d["red_strides"][:, : len(red)] = in_strides[:, red]
+    d["n_out"] = in_shapes[:, kept].prod(axis=1)
+    d["n_red"] = in_shapes[:, red].prod(axis=1)
+    d["norm"] = norms
     return d
 
 
