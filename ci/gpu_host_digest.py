@@ -5,6 +5,7 @@ block, arguments) of ``ci/gpu_host_model.py``'s pipelines, run against the stand
 
     python3 ci/gpu_host_digest.py --aug autoaugment --iters 4 [--resize]
     python3 ci/gpu_host_digest.py --graph speech --aug val
+    python3 ci/gpu_host_digest.py --graph nemo
 
 Two checkouts that print the same digest give the kernels the same inputs, batch after batch
 (the stand-in's addresses are deterministic): a host-side refactoring that keeps the digest
@@ -49,10 +50,10 @@ def record(log: list) -> None:
 
 
 def main() -> None:
-    from gpu_host_model import build, build_speech
+    from gpu_host_model import build, build_nemo, build_speech
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--graph", choices=["efficientnet", "speech"], default="efficientnet")
+    ap.add_argument("--graph", choices=["efficientnet", "speech", "nemo"], default="efficientnet")
     ap.add_argument("--aug", choices=["autoaugment", "trivialaugment", "train", "val"],
                     default="autoaugment", help="efficientnet: the policy; speech: the split")  # fmt: skip
     ap.add_argument("--iters", type=int, default=4)
@@ -64,6 +65,9 @@ def main() -> None:
     record(log)
     if args.graph == "speech":  # DLE's Jasper GPU part, its batch of 32 unless told
         pipe = build_speech(args.aug == "train", 32 if args.batch == 64 else args.batch)
+    elif args.graph == "nemo":  # NeMo's GPU part (one graph for both splits)
+        pipe = build_nemo(32 if args.batch == 64 else args.batch)
+        args.aug = "nemo"
     else:
         pipe = build(args.aug, args.batch, args.resize)
     for _ in range(args.iters):

@@ -11,7 +11,8 @@ against a stand-in CuPy (``ci/fake_cupy``) that only counts kernels, uploads and
 after the other. ``--graph speech`` runs the GPU part of DeepLearningExamples' Jasper pipeline
 (``ci/bench_dali_speech.py``): 32 trimmed utterances of 1-16 s at 16 kHz, the dither,
 preemphasis, spectrogram, mel filter bank, decibels, shapes, normalize over time, pad to 16,
-and in training (``--aug train``) SpecAugment's erase.
+and in training (``--aug train``) SpecAugment's erase. ``--graph nemo``: the GPU part of NeMo's
+``AudioToCharDALIDataset`` on the same utterances (``build_nemo``).
 
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
 spends enqueueing, whatever the GPU does), the CPU stage's (``Executor._run_cpu``: the
@@ -105,6 +106,41 @@ def build_speech(train: bool, batch: int):
             log = fn.erase(log, anchor=a, shape=s, axes=[0, 1], fill_value=0,
                            normalized_anchor=True)  # fmt: skip
         return log, length
+
+    pipe = pipe_def(batch_size=batch, num_threads=1, device_id=0, seed=7, exec_async=False,
+                    exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    pipe.build()
+    return pipe
+
+
+def build_nemo(batch: int):
+    """The GPU part of NeMo's ``AudioToCharDALIDataset`` (after ``.gpu()``: dither, preemphasis
+    with a zero border, spectrogram with NeMo's Hann window, mel filter bank, the log guard,
+    decibels, per-feature normalize with ddof=1, the lengths sliced from the shapes, pad to 16
+    features and the longest time) with QuartzNet's preprocessor (``ci/bench_dali_speech.py``'s
+    ``NEMO_PREPROCESSOR``), on the same stand-in utterances as ``build_speech``; its training
+    and validation graphs are the same."""
+    rng = np.random.default_rng(0)
+    clips = [cupy.ndarray((int(rng.uniform(1, 16) * 16000),), np.float32) for _ in range(batch)]
+    t = np.arange(320)
+    window = (0.5 - 0.5 * np.cos(2 * np.pi * t / 319)).tolist()  # torch.hann_window(periodic=False)
+    guard = 2**-24
+
+    @pipeline_def
+    def pipe_def():
+        audio = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        audio = audio + 0.00001 * fn.random.normal(audio)
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97, border="zero")
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160,
+                              window_fn=window)  # fmt: skip
+        spec = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True,
+                                  freq_low=0.0, freq_high=8000.0)  # fmt: skip
+        spec = spec + guard
+        spec = fn.to_decibels(spec, multiplier=np.log(10), reference=1.0, cutoff_db=np.log(guard))
+        spec = fn.normalize(spec, axes=(1,), epsilon=1e-5**2, ddof=1)
+        spec_len = fn.slice(fn.shapes(spec), 1, 1, axes=(0,))
+        spec = fn.pad(spec, fill_value=0.0, axes=(0, 1), align=(16, 1), shape=(1, -1))
+        return spec, spec_len
 
     pipe = pipe_def(batch_size=batch, num_threads=1, device_id=0, seed=7, exec_async=False,
                     exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
@@ -214,7 +250,8 @@ def measure(pipe, name: str, iters: int, profile: bool, cpu_profile: bool = Fals
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--graph", choices=["efficientnet", "ops", "speech"], default="efficientnet")
+    ap.add_argument("--graph", choices=["efficientnet", "ops", "speech", "nemo"],
+                    default="efficientnet")  # fmt: skip
     ap.add_argument("--aug", choices=["autoaugment", "trivialaugment", "train", "val"],
                     default="autoaugment", help="efficientnet: the policy; speech: the split")  # fmt: skip
     ap.add_argument("--cells", default="source,source-f32,blur,blur-rand,slice-rel,slice-rand,"
@@ -234,6 +271,10 @@ def main() -> None:
         batch = 32 if args.batch == 128 else args.batch  # DLE's batch
         measure(build_speech(args.aug == "train", batch), f"Jasper {args.aug}", args.iters,
                 args.profile)  # fmt: skip
+        return
+    if args.graph == "nemo":
+        batch = 32 if args.batch == 128 else args.batch
+        measure(build_nemo(batch), "NeMo", args.iters, args.profile)
         return
     pipe = build(args.aug, args.batch, args.resize)
     name = f"{args.aug}{', resize' if args.resize else ''}, batch {args.batch}"

@@ -133,18 +133,19 @@ def spectrogram_batch(
     n = len(s)
     nbins = nfft // 2 + 1
     nwins = np.asarray(nwins, np.int64)
-    shapes = np.stack([nwins, np.full(n, nbins)] if time_major else [np.full(n, nbins), nwins], 1)
-    out = alloc_batch(shapes.reshape(n, 2), np.float32, s.device_id)
+    shapes = np.empty((n, 2), np.int64)
+    shapes[:, int(not time_major)], shapes[:, int(time_major)] = nwins, nbins
+    out = alloc_batch(shapes, np.float32, s.device_id)
     if n == 0:
         return out
     first = np.zeros(n, np.int64)
-    first[1:] = np.cumsum(nwins)[:-1]
-    total = int(nwins.sum())
+    np.cumsum(nwins[:-1], out=first[1:])
+    total = int(first[-1] + nwins[-1])
     frames = cupy.empty((total, nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins
-    win = device_table(np.asarray(window, np.float32), s.device_id)
+    win = const_table(np.asarray(window, np.float32), s.device_id)[0]
     k = get_function("audio.cu", "extract_frames", s.device_id)
     grid = (-(-nfft // 128), _blocks(nwins.max(), 4), n)
     k(
@@ -202,12 +203,13 @@ def _nonzero_ranges(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _FROZEN_TABLES: dict = {}  # (id, device, sparse) -> (table, its device copy, k0, k1)
 
 
-def _matmul_table(t: np.ndarray, device_id: int, sparse: bool) -> tuple:
+def const_table(t: np.ndarray, device_id: int, sparse: bool = False) -> tuple:
     """(``t`` on the device, and with ``sparse`` its rows' nonzero ranges [k0, k1) on the
     device, else null pointers). A read-only table that owns its memory (``mel_weights``'
-    memoised matrix) is looked up by identity, held by the memo so its id is not reused: its
-    bytes are not hashed nor its ranges found again every batch (~50 us of the GPU stage's
-    thread per mel_filter_bank call); any other by content (``device_table``)."""
+    memoised matrix, a spectrogram's window) is looked up by identity, held by the memo so its
+    id is not reused: its bytes are not hashed nor its ranges found again every batch (~50 us
+    of the GPU stage's thread per mel_filter_bank call); any other by content
+    (``device_table``)."""
     key = (id(t), device_id, sparse)
     hit = _FROZEN_TABLES.get(key)
     if hit is not None and hit[0] is t:
@@ -226,33 +228,43 @@ def _matmul_table(t: np.ndarray, device_id: int, sparse: bool) -> tuple:
 @stream_scoped
 def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = False, stream=None):
     """``out[..., m, ...] = sum_k table[m, k] * in[..., k, ...]`` along ``axis`` of every
-    float32 sample, ``tables[i]`` (float32 (nout, n)) for sample i; rows scaled by ``lifter``
-    when given. ``sparse``: the tables are one mel filter matrix whose rows are nonzero over
-    a short range (only that range is summed)."""
+    float32 sample, ``tables[i]`` (float32 (nout, n)) for sample i, or ``tables`` one array
+    for every sample (mel_filter_bank: no per-sample lists and loops); rows scaled by
+    ``lifter`` when given. ``sparse``: the tables are one mel filter matrix whose rows are
+    nonzero over a short range (only that range is summed)."""
     s = contiguous(inputs)
     n = len(s)
     if n == 0:
         return alloc_batch(s.shapes, np.float32, s.device_id)
     outer, length, inner = _split_axis(s.shapes, axis)
-    nout = np.array([t.shape[0] for t in tables], np.int64)
     shapes = s.shapes.copy()
-    shapes[:, axis] = nout
-    out = alloc_batch(shapes, np.float32, s.device_id)
-    devs = {}
-    for t in tables:
-        if id(t) not in devs:
-            devs[id(t)] = _matmul_table(t, s.device_id, sparse)
+    if isinstance(tables, np.ndarray):  # one table: scalar columns
+        nout = tables.shape[0]
+        shapes[:, axis] = nout
+        out = alloc_batch(shapes, np.float32, s.device_id)
+        first = const_table(tables, s.device_id, sparse)
+        table_ptrs = first[0].data.ptr
+    else:
+        nout = np.array([t.shape[0] for t in tables], np.int64)
+        shapes[:, axis] = nout
+        out = alloc_batch(shapes, np.float32, s.device_id)
+        devs = {}
+        for t in tables:
+            if id(t) not in devs:
+                devs[id(t)] = const_table(t, s.device_id, sparse)
+        table_ptrs = [devs[id(t)][0].data.ptr for t in tables]
+        first = devs[id(tables[0])]
     d = np.zeros(n, AXIS_DESC)
     d["in_ptr"], d["out_ptr"] = s.ptrs.view(np.int64), out.ptrs.view(np.int64)
     d["outer"], d["n"], d["inner"], d["nout"] = outer, length, inner, nout
-    d["table_ptr"] = [devs[id(t)][0].data.ptr for t in tables]
+    d["table_ptr"] = table_ptrs
     k0 = k1 = lift = _NULL
     if sparse:
-        k0, k1 = devs[id(tables[0])][1:]
+        k0, k1 = first[1:]
     if lifter is not None:
         lift = device_table(np.asarray(lifter, np.float32), s.device_id)
     k = get_function("audio.cu", "axis_matmul", s.device_id)
-    grid = (_blocks((outer * inner).max()), int(nout.max()), n)
+    grid = (_blocks((outer * inner).max()), int(np.max(nout)), n)
     k(grid, (_BLOCK, 1, 1), (upload(d, stream), k0, k1, lift), stream=stream)
     return out
 
@@ -260,12 +272,17 @@ def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = Fal
 # --- to_decibels -----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _log2_floor(min_ratio: float) -> np.float32:
+    with np.errstate(divide="ignore"):
+        return np.float32(np.log2(np.float32(min_ratio)))
+
+
 def log2_floor(min_ratio) -> np.float32:
     """``log2(min_ratio)`` in float32, as the CPU computes it for a ratio at the cutoff: the
     kernel clamps in the log domain, since CuPy's -ftz=true flushes a subnormal ``min_ratio``
     (cutoff_db / multiplier below -37.9) to zero in float32 arithmetic."""
-    with np.errstate(divide="ignore"):
-        return np.float32(np.log2(np.float32(min_ratio)))
+    return _log2_floor(float(min_ratio))  # memoised: an operator's constant, every batch
 
 
 @stream_scoped

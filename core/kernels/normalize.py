@@ -88,8 +88,11 @@ def normalize_descriptors(
     d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
     d["shape"][:, :ndim] = shapes
     d["in_strides"][:, :ndim] = in_strides
-    d["mean_strides"][:, :ndim] = broadcast_strides(mean_shapes)
-    d["dev_strides"][:, :ndim] = broadcast_strides(dev_shapes)
+    d["mean_strides"][:, :ndim] = mean_strides = broadcast_strides(mean_shapes)
+    # the statistics often share one shapes array (both reduced: the kept extents)
+    d["dev_strides"][:, :ndim] = (
+        mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
+    )
     return d
 
 

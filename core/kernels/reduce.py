@@ -62,7 +62,9 @@ def reduce_descriptors(in_ptrs, out_ptrs, in_shapes, in_strides, axes, norms, me
     """
     in_shapes = np.asarray(in_shapes, np.int64)
     in_strides = np.asarray(in_strides, np.int64)
-    norms = np.broadcast_to(np.asarray(norms, np.float64), (len(in_shapes),))
+    norms = np.asarray(norms, np.float64)
+    if norms.shape != (len(in_shapes),):  # (np.broadcast_to costs ~5 us even when a no-op)
+        norms = np.broadcast_to(norms, (len(in_shapes),))
     n, ndim = in_shapes.shape
     red = tuple(sorted(set(int(a) for a in axes)))
     if n > 1 and uniform_rows(in_shapes) and uniform_rows(in_strides) and uniform_rows(norms):
@@ -70,7 +72,7 @@ def reduce_descriptors(in_ptrs, out_ptrs, in_shapes, in_strides, axes, norms, me
                            norms[0].tobytes())  # fmt: skip
         d = np.repeat(row, n)
     else:
-        d = _descriptors(n, ndim, in_shapes, in_strides, red, norms)
+        d = _ragged_rows(n, ndim, in_shapes, in_strides, red, norms)
     words = d.view(np.int64).reshape(n, REDUCE_DESC.itemsize // 8)
     words[:, 0] = np.asarray(in_ptrs, np.uint64).view(np.int64)
     words[:, 1] = np.asarray(out_ptrs, np.uint64).view(np.int64)
@@ -88,6 +90,25 @@ def _uniform_row(shape: bytes, strides: bytes, red: tuple, norm: bytes) -> np.nd
                        red, np.frombuffer(norm, np.float64))  # fmt: skip
     row.flags.writeable = False
     return row
+
+
+_LAST_RAGGED: list = [None]  # [(key, rows with zero pointers and norms)]: the last ragged batch
+
+
+def _ragged_rows(n: int, ndim: int, in_shapes, in_strides, red: tuple, norms) -> np.ndarray:
+    """:func:`_descriptors` of a ragged batch, its rows without norms remembered for the next
+    call: normalize reduces the same batch twice (mean, then squared deviations), so the
+    second reduction copies the rows and writes its norms (~20 us fewer per speech batch)."""
+    key = (in_shapes.tobytes(), in_strides.tobytes(), ndim, red)
+    last = _LAST_RAGGED[0]
+    if last is not None and last[0] == key:
+        d = last[1].copy()
+        d["norm"] = norms
+        return d
+    d = _descriptors(n, ndim, in_shapes, in_strides, red, 0.0)
+    _LAST_RAGGED[0] = (key, d.copy())
+    d["norm"] = norms
+    return d
 
 
 def _descriptors(n: int, ndim: int, in_shapes, in_strides, red: tuple, norms) -> np.ndarray:

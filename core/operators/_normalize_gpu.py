@@ -19,6 +19,8 @@ from ..errors import ArgumentError
 
 
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
+    if getattr(op, name) is None and name not in args:  # computed from the data
+        return None
     x = SimpleNamespace(ndim=len(shape), shape=tuple(int(v) for v in shape))
     v = op._given(args, name, x)
     if v is None:

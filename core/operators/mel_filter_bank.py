@@ -292,4 +292,4 @@ class MelFilterBank(Operator):
                 f"{sorted(set(nbins.tolist()))}"
             )
         w = self.weights(int(nbins[0]))
-        return axis_matmul_batch(s, axis, [w] * len(s), sparse=True, stream=stream)
+        return axis_matmul_batch(s, axis, w, sparse=True, stream=stream)

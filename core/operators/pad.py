@@ -135,6 +135,7 @@ class Pad(Operator):
         if self.align is not None and any(a <= 0 for a in self.align):
             raise ArgumentError(f"{who}: values of align={list(self.align)} must be positive")
         self._layout = ""
+        self._fills: dict = {}  # dtype -> fill_as(fill_value, dtype), for the GPU launcher
 
     def output_layouts(self, input_layouts):
         self._layout = input_layouts[0] if input_layouts else ""
@@ -165,6 +166,16 @@ class Pad(Operator):
         n = len(in_shapes)
         ndim = in_shapes.shape[1] if n else 0
         axes = self._axes(ndim)
+        if not args:  # the static arguments: one value for every sample, checked once
+            shapes = None if self.shape is None else [self.shape]
+            aligns = None if self.align is None else [self.align]
+            out = in_shapes.copy()
+            if not n:
+                return out, axes
+            largest = in_shapes.max(axis=0)
+            return _padded_shapes_uniform(
+                in_shapes, out, largest, axes, shapes, aligns, self.schema
+            ), axes
         shapes = self._per_sample("shape", args, n)
         aligns = self._per_sample("align", args, n)
         return padded_shapes(in_shapes, axes, shapes, aligns, self.schema), axes
@@ -210,6 +221,8 @@ class Pad(Operator):
 
         s = as_samples(inputs[0])
         out_shapes, _ = self.out_shapes(s.shapes, args)
-        anchors = np.zeros_like(out_shapes)
-        fill = fill_as(self.fill_value, s.dtype)
+        fill = self._fills.get(s.dtype)
+        if fill is None:  # the fill value as the type: once per type, not every batch
+            fill = self._fills[s.dtype] = fill_as(self.fill_value, s.dtype)
+        anchors = np.zeros(out_shapes.shape, np.int64)
         return slice_batch(s, anchors, out_shapes, s.dtype, fill, stream=stream)

@@ -93,3 +93,23 @@ def test_keep_and_counts_per_sample(seed):
         for sh, k, c in zip(shapes, keep, counts, strict=True):
             assert tuple(k) == tuple(1 if d in axes else int(e) for d, e in enumerate(sh))
             assert c == int(np.prod([sh[a] for a in axes]))
+
+
+def test_reduce_descriptors_of_the_same_ragged_batch_twice():
+    """normalize reduces a batch twice (mean, squared deviations): the second call reuses
+    the first's rows (``reduce._ragged_rows``) with its own norms and addresses; another batch
+    gets its own rows."""
+    from dlpipe.kernels import reduce as kreduce
+
+    rng = np.random.default_rng(3)
+    shapes = np.stack([np.full(6, 64), rng.integers(5, 90, 6)], 1).astype(np.int64)
+    strides = np.stack([shapes[:, 1], np.ones(6, np.int64)], 1)
+    others = shapes.copy()
+    others[0, 1] += 1
+    for batch, norms in ((shapes, 1.0 / shapes[:, 1]), (shapes, np.ones(6)), (others, np.ones(6))):
+        ptrs = [rng.integers(1, 2**40, 6).astype(np.uint64) for _ in range(3)]
+        got = kreduce.reduce_descriptors(*ptrs[:2], batch, strides, (1,), norms, ptrs[2])
+        want = kreduce._descriptors(6, 2, batch, strides, (1,), norms)
+        for name, p in zip(("in_ptr", "out_ptr", "mean_ptr"), ptrs, strict=True):
+            want[name] = p.view(np.int64)
+        assert got.tobytes() == want.tobytes()
