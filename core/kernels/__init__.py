@@ -78,9 +78,10 @@ def upload(host: np.ndarray, stream):
 
     One ``cudaMemcpyAsync`` from the array's own (pageable) memory, staged by the driver
     before the call returns, as ``ndarray.set`` does, without ``set``'s checks, ctypes pointer
-    object and device switches: on the H100 (CuPy 14), allocation and copy of 0.5-100 KB took
-    12.0-19.5 us against 13.8-22.0 us with ``set`` (BENCHMARKS.md, "The GPU stage's CuPy
-    calls"); the augmentations' GPU stage uploads ~22 descriptors a batch."""
+    object and device switches. Measured on the H100 (CuPy 14.2, one thread): allocation and
+    copy of 0.5 / 25 / 100 KB took 12.0 / 13.5 / 19.5 us against 13.8 / 15.7 / 22.0 us with
+    ``set`` (``cupy.asarray``: 28-33 us); the augmentations' GPU stage uploads ~22
+    descriptors a batch."""
     import cupy
 
     host = np.ascontiguousarray(host)
