@@ -16,6 +16,7 @@ directory whose ``dlpipe`` is that checkout's ``core``.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import os
 import sys
@@ -45,7 +46,16 @@ def record(log: list) -> None:
         log.append(repr((self.name, grid, block, [arg(a) for a in args], shared_mem)).encode())
         return call(self, grid, block, args, shared_mem, stream)
 
+    runtime = cupy.cuda.runtime
+    memcpy = runtime.memcpyAsync
+
+    def memcpy_upload(dst, src, size, kind, stream):  # (kernels.upload: the same bytes)
+        if kind == runtime.memcpyHostToDevice:
+            log.append(ctypes.string_at(src, size))
+        return memcpy(dst, src, size, kind, stream)
+
     cupy.ndarray.set = upload
+    runtime.memcpyAsync = memcpy_upload
     cupy._Kernel.__call__ = launch
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import CTYPES, get_function, stream_scoped
+from . import CTYPES, get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples
 
 MAX_DIMS = 8
@@ -151,16 +151,13 @@ def run_jobs(
     """Launch ``nd_copy`` over ``descs``: descriptors and fill values go up in one copy."""
     if len(descs) == 0:
         return
-    import cupy
-
     fills = fill_array(fill, out_dtype)
     head = descs.view(np.uint8)
     off = -(-head.size // 16) * 16
     host = np.zeros(off + fills.nbytes, np.uint8)
     host[: head.size] = head
     host[off:] = fills.view(np.uint8)
-    dev = cupy.empty(host.shape, np.uint8)
-    dev.set(host, stream=stream)
+    dev = upload(host, stream)
     kernel = _get_nd_copy_kernel(np.dtype(in_dtype), np.dtype(out_dtype), device_id)
     size = int(descs["size"].max())
     blocks = max(1, min(_MAX_BLOCKS, -(-size // _BLOCK)))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dlpipe import executor_gpu, fn, pipeline_def, types
-from dlpipe._conditionals import ABSENT, Absent
-from dlpipe._gpu_branches import BranchPlan, held_in, merge_gpu, scatter_gpu
-from dlpipe.graph import Skipped
+from dlpipe._conditionals import ABSENT, Absent, Scattered
+from dlpipe._gpu_branches import BranchPlan, _predicate_mask, held_in, merge_gpu, scatter_gpu
+from dlpipe.graph import Rows, Skipped
 
 GpuStage = executor_gpu.GpuStage  # (the builds below replace it with _NoGpuStage)
 
@@ -159,6 +159,27 @@ def test_rows_and_positions_match_per_sample_selection():
             got = list(range(len(held))) if pos is None else pos.tolist()
             assert [held[j] for j in got] == want
     assert empty > 0
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int32, np.float32])
+def test_predicate_mask_of_every_form_is_the_samples_truth(dtype):
+    """_predicate_mask reads a Rows' or a Scattered value's array where there is one and the
+    0-d samples otherwise: every form gives each sample's truth (None: False)."""
+    rng = np.random.default_rng(3)
+    n = 12
+    values = rng.integers(0, 3, n).astype(dtype)
+    if dtype is np.float32:
+        values[1], values[2] = np.nan, -0.0
+    samples = [np.asarray(v) for v in values]
+    rows = np.flatnonzero(rng.random(n) < 0.6)
+    part = Rows([samples[i] for i in rows], values[rows])
+    scattered = Scattered([samples[i] if i in set(rows.tolist()) else None for i in range(n)],
+                          rows.tolist(), rows, part)  # fmt: skip
+    flat = Scattered(list(scattered), rows.tolist(), rows, Rows(list(part), values[rows, None]))
+    for form in (samples, Rows(samples, values), scattered, flat, list(scattered)):
+        want = [v is not None and bool(v) for v in form]
+        got = _predicate_mask(form, n)
+        assert got.dtype == bool and got.tolist() == want
 
 
 def test_bring_takes_cpu_lists_and_gpu_values_over_the_scope():

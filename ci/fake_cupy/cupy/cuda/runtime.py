@@ -21,7 +21,7 @@ def streamWaitEvent(stream, event, flags=0) -> None:
 
 
 def memcpyAsync(dst, src, size, kind, stream) -> None:
-    COUNTS["memcpy"] += 1
+    COUNTS["h2d" if kind == memcpyHostToDevice else "memcpy"] += 1
 
 
 def streamSynchronize(stream) -> None:
