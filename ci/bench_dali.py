@@ -329,7 +329,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
     for epoch in range(args.epochs):
         if epoch == 1:
             cpu_start = _tree_cpu_seconds()
-            threads_start = _thread_cpu_seconds()
+            threads_start = thread_cpu_seconds()
             if profile:
                 import yappi
 
@@ -350,7 +350,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         float(acc)
         rates.append(images / (time.perf_counter() - start))
     cpu = _tree_cpu_seconds() - cpu_start
-    threads_cpu = _thread_cpu_seconds()
+    threads_cpu = thread_cpu_seconds()
     timed = rates[1:]
     if profile:
         _write_profile(profile, f"{args.lib}-{args.cell}", images * len(timed) / batch)
@@ -400,7 +400,7 @@ def measure(args, pipe, it, use, batch: int, on_gpu: bool = True) -> None:
         pipe.close()
 
 
-def _thread_cpu_seconds() -> dict[int, tuple[str, float]]:
+def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
     """{native thread id: (name, CPU seconds)} of this process's Python threads, from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}

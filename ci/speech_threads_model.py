@@ -24,12 +24,13 @@ import math
 import os
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cupy"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from bench_dali import thread_cpu_seconds as thread_cpu  # noqa: E402
 
 from dlpipe import fn, pipeline_def, types  # noqa: E402
 from dlpipe import pipeline as _pipeline  # noqa: E402
@@ -57,20 +58,6 @@ def build(data: str, list_file: str, batch: int, threads: int):
     pipe = jasper_val(batch_size=batch, num_threads=threads, device_id=0, seed=7)
     pipe.build()
     return pipe
-
-
-def thread_cpu() -> dict[int, tuple[str, float]]:
-    """{native id: (name, CPU seconds)} of this process's Python threads."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for t in threading.enumerate():
-        try:
-            with open(f"/proc/self/task/{t.native_id}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, TypeError):
-            continue
-        out[t.native_id] = (t.name, (int(fields[11]) + int(fields[12])) / tick)
-    return out
 
 
 def main() -> None:
