@@ -672,8 +672,7 @@ class Executor:
         back (``_back``), it stops once the first part for the sample processes is sent and
         the back thread goes on from there (``_run_back``)."""
         start = perf_counter()
-        ws = self._draw_next()
-        out = self._run_segments(ws, hand_off=self._back)
+        out = self._run_segments(self._draw_next(), hand_off=self._back)
         self.profiler.add_stage("cpu", start, perf_counter())
         return out
 
@@ -908,9 +907,8 @@ class Executor:
         uploads = run.uploads if pending.alloc is not None else []
         for dn in uploads:  # in pinned blocks, for .gpu() copies alone
             ws.values[dn] = PinnedSamples(ws.values[dn], pending.alloc.spans)
-        to_dense = [
-            dn for dn in run.gives if dn in self._cpu_outputs and not any(dn is u for u in uploads)
-        ]
+        in_place = {id(dn) for dn in uploads}
+        to_dense = [dn for dn in run.gives if dn in self._cpu_outputs and id(dn) not in in_place]
         for dn in to_dense:
             for i in range(n):
                 self._to_dense(ws, dn, i)

@@ -29,6 +29,8 @@ ENV = {
     "DLPIPE_MALLOC_TUNING": "malloc_tuning",
     "DLPIPE_SAMPLE_PROCESSES": "sample_processes",
 }
+# The integer variables from_env() reads, and the field each sets.
+ENV_INTS = {"DLPIPE_LANES": "lanes", "DLPIPE_UPLOAD_AREA_MB": "upload_area_mb"}
 
 
 @dataclass(frozen=True)
@@ -129,22 +131,17 @@ class RuntimeOptions:
     @classmethod
     def from_env(cls, environ: dict | None = None) -> RuntimeOptions:
         """The defaults, with each ``DLPIPE_*`` variable of :data:`ENV` that is set to ``0``
-        turning its feature off, and ``DLPIPE_LANES`` / ``DLPIPE_GIL_SWITCH_INTERVAL`` (an
-        empty value: None) setting theirs."""
+        turning its feature off, each of :data:`ENV_INTS` setting its integer, and
+        ``DLPIPE_GIL_SWITCH_INTERVAL`` (an empty value: None) setting the interval."""
         env = os.environ if environ is None else environ
         kw: dict = {field: env.get(var, "1") != "0" for var, field in ENV.items()}
-        lanes = env.get("DLPIPE_LANES")
-        if lanes is not None:
-            try:
-                kw["lanes"] = int(lanes)
-            except ValueError:
-                raise ValueError(f"DLPIPE_LANES={lanes!r} must be an integer") from None
-        area = env.get("DLPIPE_UPLOAD_AREA_MB")
-        if area is not None:
-            try:
-                kw["upload_area_mb"] = int(area)
-            except ValueError:
-                raise ValueError(f"DLPIPE_UPLOAD_AREA_MB={area!r} must be an integer") from None
+        for var, field in ENV_INTS.items():
+            value = env.get(var)
+            if value is not None:
+                try:
+                    kw[field] = int(value)
+                except ValueError:
+                    raise ValueError(f"{var}={value!r} must be an integer") from None
         interval = env.get("DLPIPE_GIL_SWITCH_INTERVAL")
         if interval is not None:
             try:
