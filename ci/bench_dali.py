@@ -446,6 +446,14 @@ def _write_profile(folder: str, name: str, batches: float) -> None:
     for f in list(stats)[:45]:
         where = f"{f.module.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"
         lines.append(f"  {1e3 * f.tsub / batches:12.3f} {f.ncall / batches:12.1f}  {where}")
+    # each busy thread on its own: what it spends its share of the GIL on
+    for t in sorted(yappi.get_thread_stats(), key=lambda t: -t.ttot)[:5]:
+        lines.append(f"  thread {names.get(t.tid, t.name)}: own ms/batch, calls/batch")
+        own = yappi.get_func_stats(filter={"ctx_id": t.id})
+        own.sort("tsub", "desc")
+        for f in list(own)[:18]:
+            where = f"{f.module.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"
+            lines.append(f"    {1e3 * f.tsub / batches:10.3f} {f.ncall / batches:10.1f}  {where}")
     with open(os.path.join(folder, f"profile-{name}.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
 
