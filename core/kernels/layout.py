@@ -233,13 +233,16 @@ def run_jobs(
 def window_fields(s, out, anchors, perm=None) -> dict[str, np.ndarray]:
     """The fields of one job per sample: output sample ``i`` is the window of input sample
     ``i`` at ``anchors[i]`` of ``out.shapes[i]``, the input's axes taken in ``perm`` order."""
-    perm = np.arange(s.shapes.shape[1]) if perm is None else np.asarray(perm)
+    in_strides, in_shapes = s.strides, s.shapes
+    if perm is not None:
+        perm = np.asarray(perm)
+        in_strides, in_shapes = in_strides[:, perm], in_shapes[:, perm]
     return {
         "shape": out.shapes,
         "out_strides": out.strides,
-        "in_strides": s.strides[:, perm],
+        "in_strides": in_strides,
         "anchor": np.asarray(anchors, np.int64).reshape(out.shapes.shape),
-        "in_shape": s.shapes[:, perm],
+        "in_shape": in_shapes,
     }
 
 
