@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, uniform_rows
 from .one_hot import TYPE_NAMES
 
 MAX_DIMS = 8
@@ -45,12 +45,31 @@ def _get_normalize_kernel(in_dtype, out_dtype, device_id: int):
 
 def broadcast_strides(param_shapes: np.ndarray) -> np.ndarray:
     """C-order strides (elements) of parameter arrays of ``param_shapes`` (N, ndim), 0 along
-    axes of extent 1 (broadcast over the data)."""
+    axes of extent 1 (broadcast over the data). A batch of one parameter shape (the reduced
+    statistics of samples that differ only along the reduced axes, or one given tensor)
+    computes one memoised row, repeated."""
     shapes = np.asarray(param_shapes, np.int64)
+    if len(shapes) > 1 and uniform_rows(shapes):
+        row = _broadcast_row(shapes[0].tobytes())
+        return np.broadcast_to(row, shapes.shape)
+    return _broadcast_strides(shapes)
+
+
+def _broadcast_strides(shapes: np.ndarray) -> np.ndarray:
     strides = np.ones_like(shapes)
     if shapes.shape[1] > 1:
         strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
     return np.where(shapes == 1, 0, strides)
+
+
+@functools.lru_cache(maxsize=256)
+def _broadcast_row(shape: bytes) -> np.ndarray:
+    row = _broadcast_strides(np.frombuffer(shape, np.int64).reshape(1, -1))[0]
+    row.flags.writeable = False
+    return row
+
+
+_WORDS = NORM_DESC.itemsize // 8  # int64 words per descriptor: 8 scalars, then 4 fields
 
 
 def normalize_descriptors(
@@ -65,7 +84,8 @@ def normalize_descriptors(
     dev_is_sumsq: bool,
     counts,
 ) -> np.ndarray:
-    """The ``NORM_DESC`` array: one per sample (see ``normalize.cu``).
+    """The ``NORM_DESC`` array: one per sample (see ``normalize.cu``), written as rows of
+    int64 words (its layout: eight scalars, then four ``MAX_DIMS`` fields).
 
     Raises:
         ValueError: samples of more than ``MAX_DIMS`` dimensions.
@@ -74,26 +94,22 @@ def normalize_descriptors(
     n, ndim = shapes.shape
     if ndim > MAX_DIMS:
         raise ValueError(f"GPU normalize handles up to {MAX_DIMS} dimensions, got {ndim}")
-    d = np.zeros(n, NORM_DESC)
-    for name, ptrs in (
-        ("in_ptr", in_ptrs),
-        ("out_ptr", out_ptrs),
-        ("mean_ptr", mean_ptrs),
-        ("dev_ptr", dev_ptrs),
-    ):
-        d[name] = np.asarray(ptrs, np.uint64).view(np.int64)
-    d["size"] = shapes.prod(axis=1)
-    d["ndim"] = ndim
-    d["count"] = counts
-    d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
-    d["shape"][:, :ndim] = shapes
-    d["in_strides"][:, :ndim] = in_strides
-    d["mean_strides"][:, :ndim] = mean_strides = broadcast_strides(mean_shapes)
+    words = np.zeros((n, _WORDS), np.int64)
+    for i, ptrs in enumerate((in_ptrs, out_ptrs, mean_ptrs, dev_ptrs)):
+        words[:, i] = np.asarray(ptrs, np.uint64).view(np.int64)
+    words[:, 4] = shapes.prod(axis=1)  # size
+    words[:, 5] = ndim
+    words[:, 6] = counts
+    words[:, 7] = int(bool(dev_is_sumsq))
+    fields = words[:, 8:].reshape(n, 4, MAX_DIMS)  # a view: shape, in, mean and dev strides
+    fields[:, 0, :ndim] = shapes
+    fields[:, 1, :ndim] = in_strides
+    fields[:, 2, :ndim] = mean_strides = broadcast_strides(mean_shapes)
     # the statistics often share one shapes array (both reduced: the kept extents)
-    d["dev_strides"][:, :ndim] = (
+    fields[:, 3, :ndim] = (
         mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
     )
-    return d
+    return words.view(NORM_DESC).reshape(n)
 
 
 def upload_params(arrays: list[np.ndarray], dtype, stream) -> tuple:

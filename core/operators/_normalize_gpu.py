@@ -146,6 +146,10 @@ def _keep_and_counts(shapes: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
     extent 1) and the number of elements each statistic reduces."""
     axes = list(axes)
     keep = np.array(shapes, np.int64)
+    if len(axes) == 1:  # (one reduced axis, the speech features' time: its extents are the counts)
+        counts = keep[:, axes[0]].copy()
+        keep[:, axes[0]] = 1
+        return keep, counts
     keep[:, axes] = 1
     return keep, np.prod(shapes[:, axes], axis=1, dtype=np.int64)
 
