@@ -17,6 +17,12 @@ import numpy as np
 
 from ..errors import ArgumentError
 
+# (this module is imported on the first GPU batch: the launchers once here rather than four
+# import statements a batch)
+from ..kernels._batch import alloc_batch, as_samples
+from ..kernels.normalize import OUT_TYPES, normalize_apply_batch, upload_params
+from ..kernels.reduce import reduce_batch
+
 
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
     if getattr(op, name) is None and name not in args:  # computed from the data
@@ -30,12 +36,6 @@ def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
 
 def normalize_gpu(op, samples, args: dict, stream):
     """``fn.normalize(device="gpu")`` on a batch (a SampleList); returns the output batch."""
-    import cupy
-
-    from ..kernels._batch import alloc_batch, as_samples
-    from ..kernels.normalize import OUT_TYPES, normalize_apply_batch, upload_params
-    from ..kernels.reduce import reduce_batch
-
     s = as_samples(samples)
     n = len(s)
     if op.dtype not in OUT_TYPES:
@@ -99,9 +99,9 @@ def normalize_gpu(op, samples, args: dict, stream):
             if fits:
                 expanded = [np.broadcast_to(m, tuple(k)) for m, k in zip(means, keep, strict=True)]
                 mbuf, mptrs = upload_params(expanded, np.float32, stream)
-                mean_batch = _views(cupy, mbuf, mptrs, keep, s.device_id)
+                mean_batch = _views(mbuf, mptrs, keep, s.device_id)
         if mean_batch is None:
-            sumsq = _sumsq_fallback(cupy, s, means, axes, stream)
+            sumsq = _sumsq_fallback(s, means, axes, stream)
         else:
             sumsq = reduce_batch(
                 s, axes, "variance", np.float64, keep, np.ones(n), 0.0, mean_batch, stream=stream
@@ -158,8 +158,6 @@ def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
     """Per-sample float32 parameters (``groups``: lists of one array per sample) in one device
     buffer: per group (buffer, addresses, shapes). With ``uniform`` every sample has the same
     parameters: one copy each, pointed at by every sample."""
-    from ..kernels.normalize import upload_params
-
     if not groups:
         return []
     chosen = [g[:1] if uniform else g for g in groups]
@@ -174,7 +172,7 @@ def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
     return out
 
 
-def _views(cupy, buf, ptrs, shapes, device_id):
+def _views(buf, ptrs, shapes, device_id):
     """A batch of float32 arrays at ``ptrs`` inside ``buf`` (one upload)."""
     from ..kernels.layout import c_strides
     from ..tensors_gpu import SampleList
@@ -182,9 +180,11 @@ def _views(cupy, buf, ptrs, shapes, device_id):
     return SampleList(np.float32, ptrs, shapes, c_strides(shapes), buf, device_id)
 
 
-def _sumsq_fallback(cupy, s, means, axes, stream):
+def _sumsq_fallback(s, means, axes, stream):
     """Sums of squared differences from a given mean that varies along a reduced axis: CuPy
     array operations per sample (a rare configuration)."""
+    import cupy
+
     from ..tensors_gpu import SampleList
 
     outs = []
