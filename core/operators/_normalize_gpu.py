@@ -4,6 +4,8 @@ Per batch: the mean is given (a scalar, or per-sample tensors uploaded in one co
 on the GPU (``reductions`` kernel, one launch); the deviation likewise, or reduced as sums of
 squared differences from that mean (one launch); then one elementwise launch writes the output,
 computing ``inv = scale / sqrt(var + epsilon)`` per element in float32 as the CPU side does.
+When both statistics are reduced per sample (the speech features' normalize), the three
+launches' descriptors go up in one copy (``kernels.normalize.normalize_reduced_batch``).
 With ``batch=True`` the per-sample sums are added over the batch on the GPU (a few small
 launches). The one case the reduction kernel cannot take, a given mean tensor that varies
 along a reduced axis, falls back to CuPy array operations per sample.
@@ -20,7 +22,12 @@ from ..errors import ArgumentError
 # (this module is imported on the first GPU batch: the launchers once here rather than four
 # import statements a batch)
 from ..kernels._batch import alloc_batch, as_samples
-from ..kernels.normalize import OUT_TYPES, normalize_apply_batch, upload_params
+from ..kernels.normalize import (
+    OUT_TYPES,
+    normalize_apply_batch,
+    normalize_reduced_batch,
+    upload_params,
+)
 from ..kernels.reduce import reduce_batch
 
 
@@ -65,6 +72,9 @@ def normalize_gpu(op, samples, args: dict, stream):
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
     keep, counts = _keep_and_counts(s.shapes, axes)
+    if means[0] is None and devs[0] is None and not op.batch:  # both from each sample's data
+        return normalize_reduced_batch(s, op.dtype, axes, keep, counts, op.scale, op.shift,
+                                       op.epsilon, op.ddof, stream=stream)  # fmt: skip
 
     # the given statistics (mean, then deviation) go up in one copy
     given = iter(_upload([p for p in (means, devs) if p[0] is not None], uniform, n, stream))
