@@ -215,14 +215,16 @@ def run_jobs(
     kernel = _get_nd_copy_kernel(np.dtype(in_dtype), np.dtype(out_dtype), device_id)
     size = int(descs["size"].max())
     blocks = max(1, min(_MAX_BLOCKS, -(-size // _BLOCK)))
+    base = dev.data.ptr  # (addresses into the upload as integers: no device array views)
+    fill_ptr = np.uint64(base + off)
     for start in range(0, len(descs), _MAX_JOBS):
         count = min(_MAX_JOBS, len(descs) - start)
         kernel(
             (blocks, 1, count),
             (_BLOCK, 1, 1),
             (
-                dev[start * COPY_DESC.itemsize :] if start else dev,  # (no view for the first)
-                dev[off:],
+                np.uint64(base + start * COPY_DESC.itemsize),
+                fill_ptr,
                 np.int32(fills.size),
                 np.int32(channel_dim),
             ),
