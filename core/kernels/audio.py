@@ -145,6 +145,12 @@ def spectrogram_batch(
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins
+    o = np.zeros(n, SPEC_DESC)
+    o["out_ptr"], o["first_frame"], o["nwin"] = out.ptrs.view(np.int64), first, nwins
+    # both launches' descriptors in one copy (FRAMES_DESC rows are 32 bytes: SPEC_DESC's
+    # rows that follow are 8-byte aligned)
+    dev = upload(np.concatenate([d.view(np.uint8), o.view(np.uint8)]), stream)
+    frames_desc, spec_desc = np.uint64(dev.data.ptr), np.uint64(dev.data.ptr + d.nbytes)
     win = const_table(np.asarray(window, np.float32), s.device_id)[0]
     k = get_function("audio.cu", "extract_frames", s.device_id)
     grid = (-(-nfft // 128), _blocks(nwins.max(), 4), n)
@@ -152,7 +158,7 @@ def spectrogram_batch(
         grid,
         (128, 4, 1),
         (
-            upload(d, stream),
+            frames_desc,
             win,
             frames,
             np.int32(len(window)),
@@ -164,14 +170,12 @@ def spectrogram_batch(
         stream=stream,
     )
     spec = cupy.fft.rfft(frames, axis=1).astype(np.complex64, copy=False)  # one batched cuFFT
-    o = np.zeros(n, SPEC_DESC)
-    o["out_ptr"], o["first_frame"], o["nwin"] = out.ptrs.view(np.int64), first, nwins
     k = get_function("audio.cu", "spectrum_out", s.device_id)
     grid = (-(-nbins // 128), _blocks(nwins.max(), 4), n)
     k(
         grid,
         (128, 4, 1),
-        (upload(o, stream), spec, np.int32(nbins), np.int32(power), np.int32(bool(time_major))),
+        (spec_desc, spec, np.int32(nbins), np.int32(power), np.int32(bool(time_major))),
         stream=stream,
     )
     return out
@@ -264,7 +268,8 @@ def axis_matmul_batch(inputs, axis: int, tables, lifter=None, sparse: bool = Fal
     if lifter is not None:
         lift = device_table(np.asarray(lifter, np.float32), s.device_id)
     k = get_function("audio.cu", "axis_matmul", s.device_id)
-    grid = (_blocks((outer * inner).max()), int(np.max(nout)), n)
+    rows = nout if isinstance(nout, int) else int(nout.max())  # (np.max of an int: ~3 us)
+    grid = (_blocks((outer * inner).max()), rows, n)
     k(grid, (_BLOCK, 1, 1), (upload(d, stream), k0, k1, lift), stream=stream)
     return out
 

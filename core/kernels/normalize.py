@@ -9,8 +9,13 @@ import functools
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, uniform_rows
 from .one_hot import TYPE_NAMES
+from .reduce import _BLOCK as REDUCE_BLOCK
+from .reduce import _SMALL as REDUCE_SMALL
+from .reduce import OPS as REDUCE_OPS
+from .reduce import _get_reduce_kernel as get_reduce_kernel
+from .reduce import reduce_descriptors
 
 MAX_DIMS = 8
 NORM_DESC = np.dtype(
@@ -45,12 +50,31 @@ def _get_normalize_kernel(in_dtype, out_dtype, device_id: int):
 
 def broadcast_strides(param_shapes: np.ndarray) -> np.ndarray:
     """C-order strides (elements) of parameter arrays of ``param_shapes`` (N, ndim), 0 along
-    axes of extent 1 (broadcast over the data)."""
+    axes of extent 1 (broadcast over the data). A batch of one parameter shape (the reduced
+    statistics of samples that differ only along the reduced axes, or one given tensor)
+    computes one memoised row, repeated."""
     shapes = np.asarray(param_shapes, np.int64)
+    if len(shapes) > 1 and uniform_rows(shapes):
+        row = _broadcast_row(shapes[0].tobytes())
+        return np.broadcast_to(row, shapes.shape)
+    return _broadcast_strides(shapes)
+
+
+def _broadcast_strides(shapes: np.ndarray) -> np.ndarray:
     strides = np.ones_like(shapes)
     if shapes.shape[1] > 1:
         strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
     return np.where(shapes == 1, 0, strides)
+
+
+@functools.lru_cache(maxsize=256)
+def _broadcast_row(shape: bytes) -> np.ndarray:
+    row = _broadcast_strides(np.frombuffer(shape, np.int64).reshape(1, -1))[0]
+    row.flags.writeable = False
+    return row
+
+
+_WORDS = NORM_DESC.itemsize // 8  # int64 words per descriptor: 8 scalars, then 4 fields
 
 
 def normalize_descriptors(
@@ -65,7 +89,8 @@ def normalize_descriptors(
     dev_is_sumsq: bool,
     counts,
 ) -> np.ndarray:
-    """The ``NORM_DESC`` array: one per sample (see ``normalize.cu``).
+    """The ``NORM_DESC`` array: one per sample (see ``normalize.cu``), written as rows of
+    int64 words (its layout: eight scalars, then four ``MAX_DIMS`` fields).
 
     Raises:
         ValueError: samples of more than ``MAX_DIMS`` dimensions.
@@ -74,26 +99,22 @@ def normalize_descriptors(
     n, ndim = shapes.shape
     if ndim > MAX_DIMS:
         raise ValueError(f"GPU normalize handles up to {MAX_DIMS} dimensions, got {ndim}")
-    d = np.zeros(n, NORM_DESC)
-    for name, ptrs in (
-        ("in_ptr", in_ptrs),
-        ("out_ptr", out_ptrs),
-        ("mean_ptr", mean_ptrs),
-        ("dev_ptr", dev_ptrs),
-    ):
-        d[name] = np.asarray(ptrs, np.uint64).view(np.int64)
-    d["size"] = shapes.prod(axis=1)
-    d["ndim"] = ndim
-    d["count"] = counts
-    d["dev_is_sumsq"] = int(bool(dev_is_sumsq))
-    d["shape"][:, :ndim] = shapes
-    d["in_strides"][:, :ndim] = in_strides
-    d["mean_strides"][:, :ndim] = mean_strides = broadcast_strides(mean_shapes)
+    words = np.zeros((n, _WORDS), np.int64)
+    for i, ptrs in enumerate((in_ptrs, out_ptrs, mean_ptrs, dev_ptrs)):
+        words[:, i] = np.asarray(ptrs, np.uint64).view(np.int64)
+    words[:, 4] = shapes.prod(axis=1)  # size
+    words[:, 5] = ndim
+    words[:, 6] = counts
+    words[:, 7] = int(bool(dev_is_sumsq))
+    fields = words[:, 8:].reshape(n, 4, MAX_DIMS)  # a view: shape, in, mean and dev strides
+    fields[:, 0, :ndim] = shapes
+    fields[:, 1, :ndim] = in_strides
+    fields[:, 2, :ndim] = mean_strides = broadcast_strides(mean_shapes)
     # the statistics often share one shapes array (both reduced: the kept extents)
-    d["dev_strides"][:, :ndim] = (
+    fields[:, 3, :ndim] = (
         mean_strides if dev_shapes is mean_shapes else broadcast_strides(dev_shapes)
     )
-    return d
+    return words.view(NORM_DESC).reshape(n)
 
 
 def upload_params(arrays: list[np.ndarray], dtype, stream) -> tuple:
@@ -128,6 +149,67 @@ def normalize_apply_batch(
         (max(1, min(4096, -(-size // _BLOCK))), 1, n),
         (_BLOCK, 1, 1),
         (upload(d, stream), np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
+        stream=stream,
+    )
+    return out
+
+
+@stream_scoped
+def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift, eps, ddof,
+                            stream=None):  # fmt: skip
+    """``normalize_apply_batch`` with both statistics reduced from the data over ``axes``:
+    what ``reduce_batch`` "mean" (float32), ``reduce_batch`` "variance" (float64 sums of
+    squared deviations from that mean) and ``normalize_apply_batch`` launch, with the same
+    descriptors and kernels, but their three descriptor tables go up in one copy (one
+    allocation and copy instead of three) and the second reduction's table is the first's
+    with its output, its mean and its scale changed (both reduce the same samples).
+
+    Args:
+        inputs: the batch (C-contiguous or not: the descriptors carry its strides).
+        out_dtype: the output type.
+        axes: the reduced axes.
+        keep: (N, ndim) the statistics' shapes (the reduced axes of extent 1).
+        counts: (N,) the number of elements each statistic reduces.
+        scale, shift, eps, ddof: the operator's arguments.
+        stream: the CUDA stream.
+    """
+    s = as_samples(inputs)
+    n = len(s)
+    if n == 0:
+        return alloc_batch(s.shapes, out_dtype, s.device_id)
+    means = alloc_batch(keep, np.float32, s.device_id)
+    sumsq = alloc_batch(keep, np.float64, s.device_id)
+    out = alloc_batch(s.shapes, out_dtype, s.device_id)
+    mean_ptrs = np.asarray(means.ptrs, np.uint64)
+    sumsq_ptrs = np.asarray(sumsq.ptrs, np.uint64)
+    norms = 1.0 / np.maximum(counts, 1)
+    d_mean = reduce_descriptors(s.ptrs, mean_ptrs, s.shapes, s.strides, axes, norms)
+    d_var = d_mean.copy()
+    d_var["out_ptr"] = sumsq_ptrs.view(np.int64)
+    d_var["mean_ptr"] = mean_ptrs.view(np.int64)
+    d_var["norm"] = 1.0
+    d = normalize_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, mean_ptrs, keep,
+                              sumsq_ptrs, keep, True, counts)  # fmt: skip
+    tables = (d_mean, d_var, d)  # REDUCE_DESC and NORM_DESC rows: 320 bytes, aligned
+    dev = upload(np.concatenate([t.view(np.uint8) for t in tables]), stream)
+    at = [np.uint64(dev.data.ptr + sum(t.nbytes for t in tables[:i])) for i in range(3)]
+    n_out = int(d_mean["n_out"].max())
+    if n_out:  # (reduce_batch's choice of kernel and grid)
+        small = int(d_mean["n_red"].max()) <= REDUCE_SMALL
+        kind = "small" if small else "block"
+        blocks = max(1, min(4096, -(-n_out // REDUCE_BLOCK) if small else n_out))
+        in_dtype = np.dtype(s.dtype)
+        for i, (op, dtype) in enumerate((("mean", np.float32), ("variance", np.float64))):
+            k = get_reduce_kernel(kind, in_dtype, np.dtype(dtype), REDUCE_OPS[op], s.device_id)
+            k((blocks, 1, n), (REDUCE_BLOCK, 1, 1), (at[i], np.float64(0.0)), stream=stream)
+    size = int(d["size"].max())
+    if size == 0:
+        return out
+    k = _get_normalize_kernel(np.dtype(s.dtype), np.dtype(out_dtype), s.device_id)
+    k(
+        (max(1, min(4096, -(-size // _BLOCK))), 1, n),
+        (_BLOCK, 1, 1),
+        (at[2], np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
         stream=stream,
     )
     return out

@@ -4,6 +4,8 @@ Per batch: the mean is given (a scalar, or per-sample tensors uploaded in one co
 on the GPU (``reductions`` kernel, one launch); the deviation likewise, or reduced as sums of
 squared differences from that mean (one launch); then one elementwise launch writes the output,
 computing ``inv = scale / sqrt(var + epsilon)`` per element in float32 as the CPU side does.
+When both statistics are reduced per sample (the speech features' normalize), the three
+launches' descriptors go up in one copy (``kernels.normalize.normalize_reduced_batch``).
 With ``batch=True`` the per-sample sums are added over the batch on the GPU (a few small
 launches). The one case the reduction kernel cannot take, a given mean tensor that varies
 along a reduced axis, falls back to CuPy array operations per sample.
@@ -16,6 +18,17 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import ArgumentError
+
+# (this module is imported on the first GPU batch: the launchers once here rather than four
+# import statements a batch)
+from ..kernels._batch import alloc_batch, as_samples
+from ..kernels.normalize import (
+    OUT_TYPES,
+    normalize_apply_batch,
+    normalize_reduced_batch,
+    upload_params,
+)
+from ..kernels.reduce import reduce_batch
 
 
 def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
@@ -30,12 +43,6 @@ def _host_param(op, args: dict, name: str, shape) -> np.ndarray | None:
 
 def normalize_gpu(op, samples, args: dict, stream):
     """``fn.normalize(device="gpu")`` on a batch (a SampleList); returns the output batch."""
-    import cupy
-
-    from ..kernels._batch import alloc_batch, as_samples
-    from ..kernels.normalize import OUT_TYPES, normalize_apply_batch, upload_params
-    from ..kernels.reduce import reduce_batch
-
     s = as_samples(samples)
     n = len(s)
     if op.dtype not in OUT_TYPES:
@@ -65,6 +72,9 @@ def normalize_gpu(op, samples, args: dict, stream):
     else:
         axes = op._reduced_axes(ndim, (means[0], devs[0]))
     keep, counts = _keep_and_counts(s.shapes, axes)
+    if means[0] is None and devs[0] is None and not op.batch:  # both from each sample's data
+        return normalize_reduced_batch(s, op.dtype, axes, keep, counts, op.scale, op.shift,
+                                       op.epsilon, op.ddof, stream=stream)  # fmt: skip
 
     # the given statistics (mean, then deviation) go up in one copy
     given = iter(_upload([p for p in (means, devs) if p[0] is not None], uniform, n, stream))
@@ -99,9 +109,9 @@ def normalize_gpu(op, samples, args: dict, stream):
             if fits:
                 expanded = [np.broadcast_to(m, tuple(k)) for m, k in zip(means, keep, strict=True)]
                 mbuf, mptrs = upload_params(expanded, np.float32, stream)
-                mean_batch = _views(cupy, mbuf, mptrs, keep, s.device_id)
+                mean_batch = _views(mbuf, mptrs, keep, s.device_id)
         if mean_batch is None:
-            sumsq = _sumsq_fallback(cupy, s, means, axes, stream)
+            sumsq = _sumsq_fallback(s, means, axes, stream)
         else:
             sumsq = reduce_batch(
                 s, axes, "variance", np.float64, keep, np.ones(n), 0.0, mean_batch, stream=stream
@@ -146,6 +156,10 @@ def _keep_and_counts(shapes: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray]:
     extent 1) and the number of elements each statistic reduces."""
     axes = list(axes)
     keep = np.array(shapes, np.int64)
+    if len(axes) == 1:  # (one reduced axis, the speech features' time: its extents are the counts)
+        counts = keep[:, axes[0]].copy()
+        keep[:, axes[0]] = 1
+        return keep, counts
     keep[:, axes] = 1
     return keep, np.prod(shapes[:, axes], axis=1, dtype=np.int64)
 
@@ -154,8 +168,6 @@ def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
     """Per-sample float32 parameters (``groups``: lists of one array per sample) in one device
     buffer: per group (buffer, addresses, shapes). With ``uniform`` every sample has the same
     parameters: one copy each, pointed at by every sample."""
-    from ..kernels.normalize import upload_params
-
     if not groups:
         return []
     chosen = [g[:1] if uniform else g for g in groups]
@@ -170,7 +182,7 @@ def _upload(groups: list[list], uniform: bool, n: int, stream) -> list[tuple]:
     return out
 
 
-def _views(cupy, buf, ptrs, shapes, device_id):
+def _views(buf, ptrs, shapes, device_id):
     """A batch of float32 arrays at ``ptrs`` inside ``buf`` (one upload)."""
     from ..kernels.layout import c_strides
     from ..tensors_gpu import SampleList
@@ -178,9 +190,11 @@ def _views(cupy, buf, ptrs, shapes, device_id):
     return SampleList(np.float32, ptrs, shapes, c_strides(shapes), buf, device_id)
 
 
-def _sumsq_fallback(cupy, s, means, axes, stream):
+def _sumsq_fallback(s, means, axes, stream):
     """Sums of squared differences from a given mean that varies along a reduced axis: CuPy
     array operations per sample (a rare configuration)."""
+    import cupy
+
     from ..tensors_gpu import SampleList
 
     outs = []

@@ -51,19 +51,8 @@ def _padded_shapes_loop(in_shapes, out, largest, axes, shapes, aligns, who) -> n
     """``padded_shapes`` sample by sample (per-sample ``shape``/``align`` argument inputs)."""
     for i in range(len(in_shapes)):
         req = shapes[i] if shapes is not None else None
-        if req is not None and len(req) != len(axes):
-            raise ArgumentError(
-                f"{who}: if explicit shape is provided, there should be a value per axis to be "
-                f"padded: expected {len(axes)} values for shape, got {len(req)} ({list(req)})"
-            )
         al = aligns[i] if aligns is not None else None
-        if al is not None:
-            if any(a <= 0 for a in al):
-                raise ArgumentError(f"{who}: values of align={list(al)} must be positive")
-            if len(al) not in (1, len(axes)):
-                raise ArgumentError(
-                    f"{who}: align={list(al)} needs one value or one per padded axis ({len(axes)})"
-                )
+        _check_args(req, al, len(axes), who)
         for k, axis in enumerate(axes):
             extent = int(in_shapes[i, axis])
             target = int(req[k]) if req is not None and req[k] > 0 else int(largest[axis])
@@ -72,6 +61,23 @@ def _padded_shapes_loop(in_shapes, out, largest, axes, shapes, aligns, who) -> n
                 extent = _aligned(extent, int(al[0] if len(al) == 1 else al[k]))
             out[i, axis] = extent
     return out
+
+
+def _check_args(req, al, naxes: int, who: str) -> None:
+    """A sample's requested extents ``req`` and alignments ``al`` (or None): one extent per
+    padded axis, positive alignments, one or one per axis."""
+    if req is not None and len(req) != naxes:
+        raise ArgumentError(
+            f"{who}: if explicit shape is provided, there should be a value per axis to be "
+            f"padded: expected {naxes} values for shape, got {len(req)} ({list(req)})"
+        )
+    if al is not None:
+        if any(a <= 0 for a in al):
+            raise ArgumentError(f"{who}: values of align={list(al)} must be positive")
+        if len(al) not in (1, naxes):
+            raise ArgumentError(
+                f"{who}: align={list(al)} needs one value or one per padded axis ({naxes})"
+            )
 
 
 def _same_for_all(per_sample) -> bool:
@@ -86,17 +92,33 @@ def _padded_shapes_uniform(in_shapes, out, largest, axes, shapes, aligns, who) -
     samples (Jasper's pad of 32 spectrograms, every batch, on the GPU stage's thread)."""
     req = shapes[0] if shapes is not None else None
     al = aligns[0] if aligns is not None else None
-    # the loop's checks, on the first sample (the others have the same arguments)
-    _padded_shapes_loop(in_shapes[:1], out[:1].copy(), largest, axes, shapes, aligns, who)
-    for k, axis in enumerate(axes):
-        target = int(req[k]) if req is not None and req[k] > 0 else int(largest[axis])
-        extent = np.maximum(in_shapes[:, axis], target)
-        if al is not None and len(al):
-            a = int(al[0] if len(al) == 1 else al[k])
-            rem = extent % a
-            extent = extent + np.where(rem != 0, a - rem, 0)
-        out[:, axis] = extent
+    _check_args(req, al, len(axes), who)  # the loop's checks (every sample has these arguments)
+    if not axes:
+        return out
+    targets = [
+        int(req[k]) if req is not None and req[k] > 0 else int(largest[axis])
+        for k, axis in enumerate(axes)
+    ]
+    if len(set(axes)) < len(axes):  # an axis named twice: the loop's order (the last wins)
+        for k, axis in enumerate(axes):
+            out[:, axis] = _align(np.maximum(in_shapes[:, axis], targets[k]), al, k)
+        return out
+    # every padded axis at once: (-extent) % a is what rounds extent up to a multiple of a
+    cols = axes
+    if axes == list(range(axes[0], axes[-1] + 1)):  # consecutive axes: a view, no fancy index
+        cols = slice(axes[0], axes[-1] + 1)
+    extent = np.maximum(in_shapes[:, cols], targets)
+    if al is not None and len(al):
+        extent += (-extent) % np.array(al if len(al) > 1 else [al[0]] * len(axes), np.int64)
+    out[:, cols] = extent
     return out
+
+
+def _align(extent: np.ndarray, al, k: int) -> np.ndarray:
+    if al is None or not len(al):
+        return extent
+    a = int(al[0] if len(al) == 1 else al[k])
+    return extent + (-extent) % a
 
 
 @register(legacy=("Pad",))

@@ -171,3 +171,32 @@ def test_equal_padded_shapes_come_as_one_array(ndim):
     assert arr.shape == (3, 4, 2) and got.as_array() is arr
     assert np.shares_memory(arr, np.asarray(got.at(1)))
     np.testing.assert_array_equal(arr[0], [[1, 1], [-1, -1], [-1, -1], [-1, -1]])
+
+
+def test_uniform_arguments_match_the_per_sample_rules():
+    # the array arithmetic of one shape/align for every sample (the GPU path's out_shapes)
+    # against the sample-by-sample loop, repeated axes and per-axis alignments included
+    from dlpipe.operators.pad import _padded_shapes_loop, _padded_shapes_uniform
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ndim = int(rng.integers(1, 4))
+        in_shapes = rng.integers(0, 40, (int(rng.integers(1, 6)), ndim)).astype(np.int64)
+        axes = [int(a) for a in rng.integers(0, ndim, int(rng.integers(0, 4)))]
+        req = [int(v) for v in rng.integers(-1, 50, len(axes))] if rng.random() < 0.5 else None
+        al = None
+        if rng.random() < 0.7:
+            al = [int(v) for v in rng.integers(1, 9, 1 if rng.random() < 0.5 else len(axes))]
+        if al is not None and not al:
+            al = None
+        n = len(in_shapes)
+        shapes = None if req is None else [req] * n
+        aligns = None if al is None else [al] * n
+        largest = in_shapes.max(axis=0)
+        want = _padded_shapes_loop(
+            in_shapes, in_shapes.copy(), largest, axes, shapes, aligns, "pad"
+        )
+        got = _padded_shapes_uniform(
+            in_shapes, in_shapes.copy(), largest, axes, shapes, aligns, "pad"
+        )
+        np.testing.assert_array_equal(got, want)

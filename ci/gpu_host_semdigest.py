@@ -1,0 +1,170 @@
+"""A digest of what every kernel launch of ``ci/gpu_host_model.py``'s speech pipelines reads,
+with device addresses named by the allocation they point into, for host-side changes that
+allocate or upload differently (descriptor tables packed into one upload, pointer arguments
+passed as integers) but must hand the kernels the same work.
+
+    python3 ci/gpu_host_semdigest.py --graph nemo
+    python3 ci/gpu_host_semdigest.py --graph speech --aug val
+
+``ci/gpu_host_digest.py`` hashes the raw uploads and launch arguments: any change to the order
+or number of allocations changes it. Here, per launch: the kernel, grid and block; scalar
+arguments by value; an address into a descriptor upload as that upload's bytes from there on
+(for the kernels whose first argument is a table of ``grid[2]`` rows of a known type, just
+those rows), every 8-byte word of them that is a device address replaced too; any other
+address as (the n-th allocation that is not a descriptor upload, offset). Two checkouts that
+print the same digest launch the same kernels over the same tables of the same data buffers.
+Not covered: the bytes of data copied up (``ndarray.set``, the external source's copy) and
+cuFFT (``gpu_host_digest.py`` covers the former).
+
+The stand-in's allocations are spaced 2**36 bytes apart here, so that an address names one
+allocation, and its 1-D slices get their offset (the stand-in keeps the base address). Run the
+other checkout's dlpipe with ``PYTHONPATH`` pointing at a directory whose ``dlpipe`` is that
+checkout's ``core`` (as ``gpu_host_digest.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cupy"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import cupy  # noqa: E402 (the stand-in)
+import numpy as np  # noqa: E402
+
+_BASE, _STEP = 1 << 40, 1 << 36
+
+
+class Recorder:
+    """Patches the stand-in CuPy and ``dlpipe.kernels.upload`` and logs every launch."""
+
+    def __init__(self):
+        self.allocs: list[list] = []  # [address, bytes, a descriptor upload?, its host bytes]
+        self.log: list[bytes] = []
+        self._uploading = False
+        self._tables: dict = {}
+
+    def install(self) -> None:
+        """Patch before the launchers are imported (they bind ``kernels.upload`` then)."""
+        import dlpipe.kernels as kernels
+
+        cupy._ADDRESSES = itertools.count(_BASE, _STEP)
+        getitem, empty, call = cupy.ndarray.__getitem__, cupy.empty, cupy._Kernel.__call__
+        upload = kernels.upload
+        rec = self
+
+        def sliced(self, index):
+            out = getitem(self, index)
+            if isinstance(index, slice) and self.ndim == 1 and index.step in (None, 1):
+                start = index.start or 0
+                start += self.shape[0] if start < 0 else 0
+                out.data = cupy._Pointer(self.data.ptr + start * self.itemsize)
+            return out
+
+        def allocate(shape, dtype=np.float32, order="C"):
+            a = empty(shape, dtype, order)
+            rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading, None])
+            return a
+
+        def descriptor_upload(host, stream):
+            rec._uploading = True
+            try:
+                dev = upload(host, stream)
+            finally:
+                rec._uploading = False
+            rec.allocs[-1][3] = np.ascontiguousarray(host).tobytes()
+            return dev
+
+        def launch(kernel, grid, block, args, shared_mem=0, stream=None):
+            rec.log.append(repr(rec.describe(kernel.name, grid, block, args)).encode())
+            return call(kernel, grid, block, args, shared_mem, stream)
+
+        cupy.ndarray.__getitem__ = sliced
+        cupy.empty = allocate
+        cupy._Kernel.__call__ = launch
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("dlpipe.kernels") and getattr(mod, "upload", None) is upload:
+                mod.upload = descriptor_upload
+        from dlpipe.kernels import audio, layout, normalize, reduce
+
+        # (kernel name prefix -> the descriptor row type of its first argument)
+        self._tables = {
+            "reduce_": reduce.REDUCE_DESC,
+            "normalize_apply": normalize.NORM_DESC,
+            "extract_frames": audio.FRAMES_DESC,
+            "spectrum_out": audio.SPEC_DESC,
+            "nd_copy": layout.COPY_DESC,
+        }
+
+    def _find(self, ptr: int):
+        best = None
+        for a in self.allocs:
+            if a[0] <= ptr and (best is None or a[0] > best[0]):
+                best = a
+        return best if best is not None and ptr - best[0] < _STEP else None
+
+    def name(self, ptr: int) -> tuple:
+        a = self._find(ptr)
+        if a is None:  # (memory the stand-in made without cupy.empty: cuFFT's output)
+            return ("?",)
+        if a[2]:
+            return ("upload", ptr - a[0])
+        k = sum(1 for b in itertools.takewhile(lambda b: b is not a, self.allocs) if not b[2])
+        return ("alloc", k, ptr - a[0])
+
+    def _words(self, raw: bytes) -> tuple:
+        k = len(raw) // 8 * 8
+        hi = _BASE + _STEP * 100_000  # (the stand-in numbers views and reshapes too)
+        words = np.frombuffer(raw[:k], np.uint64).tolist()
+        return tuple(self.name(w) if _BASE <= w < hi else w for w in words) + (raw[k:],)
+
+    def describe(self, kernel: str, grid, block, args) -> list:
+        out = [kernel, grid, block]
+        table = next((t for p, t in self._tables.items() if kernel.startswith(p)), None)
+        for i, a in enumerate(args):
+            if isinstance(a, cupy.ndarray):
+                ptr = a.data.ptr
+            elif isinstance(a, np.uint64) and int(a) >= _BASE:
+                ptr = int(a)
+            else:
+                out.append(repr(a))
+                continue
+            where = self.name(ptr)
+            if where[0] != "upload":
+                out.append(where)
+                continue
+            raw = self._find(ptr)[3][where[1] :]
+            if table is not None and i == 0:
+                raw = raw[: grid[2] * table.itemsize]
+            out.append(("upload", self._words(raw)))
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graph", choices=["speech", "nemo"], default="nemo")
+    ap.add_argument("--aug", choices=["train", "val"], default="val", help="speech: the split")
+    ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    args = ap.parse_args()
+    rec = Recorder()
+    rec.install()
+    from gpu_host_model import build_nemo, build_speech
+
+    if args.graph == "speech":
+        pipe = build_speech(args.aug == "train", args.batch)
+    else:
+        pipe = build_nemo(args.batch)
+        args.aug = "nemo"
+    for _ in range(args.iters):
+        pipe.run()
+    digest = hashlib.sha256(b"".join(rec.log)).hexdigest()
+    print(f"{args.aug}: {len(rec.log)} launches, {digest}")
+
+
+if __name__ == "__main__":
+    main()
