@@ -694,7 +694,7 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
         pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
         pipe.build()
         warps = sum(n.op.schema in ("warp_affine", "rotate", "_warp_fused") for n in pipe._ops)
-        lookups = sum(n.op.schema == "_lookup_rows" for n in pipe._ops)
+        lookups = sum(n.op.schema in ("_lookup_rows", "_lookup_stats") for n in pipe._ops)
         outs = [[pipe.run()[0].at(i) for i in range(48)] for _ in range(2)]
         return warps, lookups, outs
 

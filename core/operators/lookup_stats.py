@@ -1,0 +1,200 @@
+"""``_lookup_stats``: the automatic augmentations' value-wise maps of uint8 data, static or
+depending on each plane's statistics, one operator for a batch whose samples each take their
+own: a static 256-entry table (posterize, solarize, solarize_add, invert), brightness,
+contrast, auto_contrast or equalize.
+
+``auto_aug``'s ``select`` runs the samples of all the value-wise augmentations of a choice
+through this operator, each with its row of a description made when the graph is built (a
+kind, a float parameter, a static table), instead of each augmentation's own operators
+(contrast alone is five) and their branches (BENCHMARKS.md, "Automatic augmentation: fused
+value-wise maps with statistics"). Every map is a table per plane (sample, frame, channel):
+on the GPU, one histogram launch for the samples that need statistics, one launch making the
+tables, one lookup (``kernels/point_stats.py``).
+
+The tables follow each augmentation's own operators on each device, in their float32
+arithmetic and their conversion to uint8 (the GPU rounds half to even, the CPU half away from
+zero), so the outputs are equal, with one exception: contrast's float32 ``center + (x -
+center) * factor`` is contracted to a fused multiply-add by the GPU compiler in both the
+expression kernel and ``point_lut`` (the same source form); should the two compilations
+differ, a value at a rounding tie may move by 1 (tests compare contrast within 1).
+
+Layouts: those of ``fn.equalize`` (``HW``, ``HWC``, ``CHW``, ``FHW``, ``FHWC``, ``FCHW``);
+contrast takes 1 or 3 channels, last.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from .._dtype import convert_sat
+from ..errors import ArgumentError
+from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.point_stats import (
+    AUTO_CONTRAST,
+    BRIGHTNESS,
+    CONTRAST,
+    EQUALIZE,
+    TABLE,
+    point_stats_batch,
+)
+from . import _small
+from .equalize import _DEFAULT, equalize_geometries, equalize_geometry
+
+__all__ = ["KINDS", "LookupStats"]
+
+KINDS = {
+    "table": TABLE,
+    "brightness": BRIGHTNESS,
+    "contrast": CONTRAST,
+    "auto_contrast": AUTO_CONTRAST,
+    "equalize": EQUALIZE,
+}
+# the luma weights of augmentations.contrast (float32, as its constant node holds them)
+WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+_VALUES = np.arange(256, dtype=np.uint8)
+_FVALUES = np.arange(256, dtype=np.float32)
+
+
+@register
+class LookupStats(Operator):
+    """Each sample's value-wise map, by its row ``r``: ``kind[r]`` (``KINDS``) with factor
+    ``param[r]`` (brightness, contrast) or table ``table[r]`` (static).
+
+    Args:
+        kind: int array (rows,) of ``KINDS`` values.
+        param: float32 array (rows,).
+        table: uint8 array (rows, 256): the static rows' tables (any values elsewhere).
+        row: the sample's row (an int, or a per-sample argument input).
+    """
+
+    schema = "_lookup_stats"
+    devices = ("cpu", "gpu")
+    arg_inputs = frozenset({"row"})
+
+    def setup(self, *, kind, param, table, row=0) -> None:
+        table = np.asarray(table)
+        kind = np.asarray(kind, np.int32).reshape(-1)
+        param = np.asarray(param, np.float32).reshape(-1)
+        if table.dtype != np.uint8 or table.ndim != 2 or table.shape[1] != 256:
+            raise ArgumentError(
+                f"{self.schema}: table must be uint8 rows of 256 values, got {table.dtype} "
+                f"{table.shape}"
+            )
+        if (
+            not (len(kind) == len(param) == len(table))
+            or not np.isin(kind, list(KINDS.values())).all()
+        ):
+            raise ArgumentError(f"{self.schema}: kind, param and table must have one entry a row")
+        self.table = np.ascontiguousarray(table)
+        self.kind, self.param = kind, param
+        self.row = row
+        self._layout = ""
+        self._device_tables: dict[int, object] = {}
+
+    def output_layouts(self, input_layouts):
+        self._layout = input_layouts[0] if input_layouts else ""
+        return [self._layout]
+
+    def _check(self, dtype, rows, geometry=None) -> None:
+        if np.dtype(dtype) != np.uint8:
+            raise ArgumentError(
+                f"{self.schema}: input type {np.dtype(dtype)} is not supported; only uint8"
+            )
+        rows = np.asarray(rows)
+        if rows.size and (rows.min() < 0 or rows.max() >= len(self.table)):
+            raise ArgumentError(
+                f"{self.schema}: row {rows.tolist()} outside the {len(self.table)} rows"
+            )
+        if geometry is not None:
+            contrast = self.kind[rows.reshape(-1)] == CONTRAST
+            g = np.asarray(geometry).reshape(-1, 4)[contrast]
+            if len(g) and (~np.isin(g[:, 2], (1, 3)) | (g[:, 3] != 1)).any():
+                raise ArgumentError(
+                    f"{self.schema}: contrast takes 1 or 3 channels, last (layout {self._layout!r})"
+                )
+
+    # --- CPU ----------------------------------------------------------------------------------
+    def run_sample(self, inputs, args, param):
+        x = inputs[0]
+        row = int(args["row"]) if "row" in args else int(self.row)
+        self._check(x.dtype, row)
+        kind = int(self.kind[row])
+        if kind == TABLE:
+            return self.table[row][x]
+        if kind == BRIGHTNESS:  # fn.brightness: in * b + 0 in float32, half away from zero
+            return convert_sat(_FVALUES * self.param[row] + np.float32(0.0), np.uint8)[x]
+        layout = self._layout or _DEFAULT.get(x.ndim, "")
+        geometry = equalize_geometry(self.schema, layout, x.shape)
+        self._check(x.dtype, row, geometry)
+        frames, _, channels, divisor = geometry
+        if divisor == 1:  # (F, H, W, C): plane (f, c) is planes[f, ..., c]
+            planes = x.reshape(frames, *_hw(x, layout), channels)
+        else:  # (F, C, H, W)
+            planes = x.reshape(frames, channels, *_hw(x, layout))
+        out = np.empty_like(planes)
+        for f in range(frames):
+            tables = self._tables(kind, row, planes[f], divisor == 1)
+            for c in range(channels):
+                src = planes[f, ..., c] if divisor == 1 else planes[f, c]
+                dst = out[f, ..., c] if divisor == 1 else out[f, c]
+                if kind == EQUALIZE:  # fn.equalize's CPU side: OpenCV's
+                    dst[...] = cv2.equalizeHist(np.ascontiguousarray(src))
+                else:
+                    dst[...] = tables[c][src]
+        return out.reshape(x.shape)
+
+    def _tables(self, kind: int, row: int, frame: np.ndarray, last: bool) -> list | None:
+        """The tables of one frame's channels (contrast, auto_contrast), as the augmentations'
+        CPU operators compute them."""
+        if kind == EQUALIZE:
+            return None
+        chans = [frame[..., c] for c in range(frame.shape[-1])] if last else list(frame)
+        if kind == CONTRAST:
+            # reductions.mean (float64 sum times 1/n, stored as float32), * weights in
+            # float32, reductions.sum in float64 stored as float32; then the expression in
+            # float32 and cast_like (half away from zero)
+            means = [np.float32(np.float64(c.sum(dtype=np.uint64)) * (1.0 / c.size)) for c in chans]
+            means = means * 3 if len(means) == 1 else means
+            products = np.array(means, np.float32) * WEIGHTS
+            center = np.float32(np.sum(products.astype(np.float64)))
+            p = self.param[row]
+            t = convert_sat(center + (_FVALUES - center) * p, np.uint8)
+            return [t] * len(chans)
+        tables = []
+        for c in chans:  # auto_contrast: min, max, 255 / (range or 255), scaled, cast_like
+            lo, hi = (int(c.min()), int(c.max())) if c.size else (0, 0)
+            diff = hi - lo
+            shift = np.uint8(lo if diff > 0 else 0)
+            scale = np.float32(255) / np.float32(diff if diff > 0 else 255)
+            shifted = (_VALUES - shift).astype(np.float32)  # (uint8, wrapping as the op does)
+            tables.append(convert_sat(shifted * scale, np.uint8))
+        return tables
+
+    # --- GPU ----------------------------------------------------------------------------------
+    def run_batch(self, inputs, args, params, stream):
+        import cupy
+
+        s = as_samples(inputs[0])
+        if "row" in args:
+            rows = _small.stack(args["row"])
+            if rows is None or rows.ndim != 1:
+                rows = np.array([int(r) for r in args["row"]], np.int64)
+        else:
+            rows = np.full(len(s), int(self.row), np.int64)
+        geometry = equalize_geometries(self.schema, self._layout, s.shapes)
+        self._check(s.dtype, rows, geometry)
+        table = self._device_tables.get(s.device_id)
+        if table is None:
+            with cupy.cuda.Device(s.device_id):
+                table = cupy.asarray(self.table)  # once per device, then kept
+            self._device_tables[s.device_id] = table
+        rows = rows.astype(np.int64, copy=False)
+        return point_stats_batch(
+            s, geometry, self.kind[rows], self.param[rows], rows, table, WEIGHTS, stream=stream
+        )
+
+
+def _hw(x: np.ndarray, layout: str) -> tuple[int, int]:
+    return x.shape[layout.index("H")], x.shape[layout.index("W")]
