@@ -128,6 +128,8 @@ class LookupStats(Operator):
         layout = self._layout or _DEFAULT.get(x.ndim, "")
         geometry = equalize_geometry(self.schema, layout, x.shape)
         self._check(x.dtype, row, geometry)
+        if x.size == 0:  # no value to map
+            return x.copy()
         frames, _, channels, divisor = geometry
         if divisor == 1:  # (F, H, W, C): plane (f, c) is planes[f, ..., c]
             planes = x.reshape(frames, *_hw(x, layout), channels)
