@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from .equalize import BINS, _contiguous_in_new_out, equalize_descs
+from .equalize import BINS, EQ_DESC, _contiguous_in_new_out, equalize_descs
 
 # kinds of table (``point_stats.cu``'s PS_*)
 TABLE, BRIGHTNESS, CONTRAST, AUTO_CONTRAST, EQUALIZE = range(5)
@@ -27,6 +27,11 @@ POINT_DESC = np.dtype(
     ]
 )
 _BLOCK = 256
+assert POINT_DESC.itemsize == EQ_DESC.itemsize == 48  # (uploaded as rows of one table)
+
+
+def _rows(d: np.ndarray) -> np.ndarray:
+    return d.view(np.uint8).reshape(len(d), 48)
 
 
 def _kernel(name: str, src: str, device_id: int):
@@ -82,10 +87,16 @@ def point_stats_batch(inputs, geometry, kinds, params, rows, table_dev, weights,
     sizes = d["pixels"] * d["channels"] * d["frames"]
     if planes == 0 or int(sizes.max()) == 0:
         return out
-    descs = upload(d, stream)
+    kinds = np.asarray(kinds)
+    stats = np.flatnonzero(kinds >= CONTRAST)
+    pd = point_descs(geometry, d["plane0"], kinds, params, rows)
+    # one upload of 48-byte rows: the lookup's descriptors (every sample), the histograms'
+    # (the samples with statistics), the tables' (every plane)
+    rows48 = np.concatenate([_rows(d), _rows(d[stats]), _rows(pd)])
+    dev = upload(rows48, stream)
+    descs, hist_descs, plane_descs = dev[:n], dev[n : n + len(stats)], dev[n + len(stats) :]
     lut = cupy.empty(planes * BINS, np.uint8)
     hist = lut  # (read by no table when no sample needs statistics)
-    stats = np.flatnonzero(np.asarray(kinds) >= CONTRAST)
     if len(stats):
         hist = cupy.zeros(planes * BINS, np.uint32)
         sd = d[stats]
@@ -93,12 +104,11 @@ def point_stats_batch(inputs, geometry, kinds, params, rows, table_dev, weights,
         blocks = max(1, min(1024, -(-int(frame_size.max()) // (_BLOCK * 8))))
         frames = max(1, min(65535, int(sd["frames"].max())))
         _kernel("equalize_hist", "equalize.cu", s.device_id)(
-            (blocks, frames, len(stats)), (_BLOCK, 1, 1), (upload(sd, stream), hist), stream=stream
+            (blocks, frames, len(stats)), (_BLOCK, 1, 1), (hist_descs, hist), stream=stream
         )
-    pd = point_descs(geometry, d["plane0"], kinds, params, rows)
     w = [np.float32(v) for v in weights]
     _kernel("point_lut", "point_stats.cu", s.device_id)(
-        (planes, 1, 1), (BINS, 1, 1), (upload(pd, stream), hist, table_dev, lut, *w), stream=stream
+        (planes, 1, 1), (BINS, 1, 1), (plane_descs, hist, table_dev, lut, *w), stream=stream
     )
     _kernel("equalize_apply", "equalize.cu", s.device_id)(
         (max(1, min(4096, -(-int(sizes.max()) // _BLOCK))), 1, n),

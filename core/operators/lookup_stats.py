@@ -89,6 +89,7 @@ class LookupStats(Operator):
             raise ArgumentError(f"{self.schema}: kind, param and table must have one entry a row")
         self.table = np.ascontiguousarray(table)
         self.kind, self.param = kind, param
+        self._any_contrast = bool((kind == CONTRAST).any())
         self.row = row
         self._layout = ""
         self._device_tables: dict[int, object] = {}
@@ -107,10 +108,9 @@ class LookupStats(Operator):
             raise ArgumentError(
                 f"{self.schema}: row {rows.tolist()} outside the {len(self.table)} rows"
             )
-        if geometry is not None:
-            contrast = self.kind[rows.reshape(-1)] == CONTRAST
-            g = np.asarray(geometry).reshape(-1, 4)[contrast]
-            if len(g) and (~np.isin(g[:, 2], (1, 3)) | (g[:, 3] != 1)).any():
+        if geometry is not None and self._any_contrast:
+            g = np.asarray(geometry).reshape(-1, 4)[self.kind[rows.reshape(-1)] == CONTRAST]
+            if len(g) and (((g[:, 2] != 1) & (g[:, 2] != 3)) | (g[:, 3] != 1)).any():
                 raise ArgumentError(
                     f"{self.schema}: contrast takes 1 or 3 channels, last (layout {self._layout!r})"
                 )
