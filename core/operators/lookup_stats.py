@@ -6,8 +6,10 @@ contrast, auto_contrast or equalize.
 ``auto_aug``'s ``select`` runs the samples of all the value-wise augmentations of a choice
 through this operator, each with its row of a description made when the graph is built (a
 kind, a float parameter, a static table), instead of each augmentation's own operators
-(contrast alone is five) and their branches (BENCHMARKS.md, "Automatic augmentation: fused
-value-wise maps with statistics"). Every map is a table per plane (sample, frame, channel):
+(contrast alone is five) and their branches: TrivialAugment Wide's GPU stage runs 14
+operators a batch instead of 33 (docs/auto-aug-and-proxy.md; the static tables alone:
+BENCHMARKS.md, "Automatic augmentation: fused warps and lookup tables"). Every map is a
+table per plane (sample, frame, channel):
 on the GPU, one histogram launch for the samples that need statistics, one launch making the
 tables, one lookup (``kernels/point_stats.py``).
 
