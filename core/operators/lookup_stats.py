@@ -42,6 +42,7 @@ from ..kernels.point_stats import (
     point_stats_batch,
 )
 from . import _small
+from .brightness_contrast import apply_lut
 from .equalize import _DEFAULT, equalize_geometries, equalize_geometry
 
 __all__ = ["KINDS", "LookupStats"]
@@ -124,51 +125,63 @@ class LookupStats(Operator):
         self._check(x.dtype, row)
         kind = int(self.kind[row])
         if kind == TABLE:
-            return self.table[row][x]
+            return apply_lut(x, self.table[row])
         if kind == BRIGHTNESS:  # fn.brightness: in * b + 0 in float32, half away from zero
-            return convert_sat(_FVALUES * self.param[row] + np.float32(0.0), np.uint8)[x]
+            return apply_lut(x, convert_sat(_FVALUES * self.param[row] + np.float32(0.0), np.uint8))
         layout = self._layout or _DEFAULT.get(x.ndim, "")
         geometry = equalize_geometry(self.schema, layout, x.shape)
         self._check(x.dtype, row, geometry)
         if x.size == 0:  # no value to map
             return x.copy()
         frames, _, channels, divisor = geometry
-        if divisor == 1:  # (F, H, W, C): plane (f, c) is planes[f, ..., c]
-            planes = x.reshape(frames, *_hw(x, layout), channels)
-        else:  # (F, C, H, W)
-            planes = x.reshape(frames, channels, *_hw(x, layout))
-        out = np.empty_like(planes)
+        last = divisor == 1
+        h, w = _hw(x, layout)
+        # (F, H, W, C) or (F, C, H, W): plane (f, c) is frames_[f, ..., c] or frames_[f, c]
+        frames_ = x.reshape(frames, h, w, channels) if last else x.reshape(frames, channels, h, w)
+        out = np.empty_like(frames_)
         for f in range(frames):
-            tables = self._tables(kind, row, planes[f], divisor == 1)
-            for c in range(channels):
-                src = planes[f, ..., c] if divisor == 1 else planes[f, c]
-                dst = out[f, ..., c] if divisor == 1 else out[f, c]
-                if kind == EQUALIZE:  # fn.equalize's CPU side: OpenCV's
-                    dst[...] = cv2.equalizeHist(np.ascontiguousarray(src))
-                else:
-                    dst[...] = tables[c][src]
+            src, dst = frames_[f], out[f]
+            if kind == EQUALIZE:  # fn.equalize's CPU side: OpenCV's, plane by plane
+                for c in range(channels):
+                    plane = src[..., c] if last else src[c]
+                    eq = cv2.equalizeHist(np.ascontiguousarray(plane))
+                    if last:
+                        dst[..., c] = eq
+                    else:
+                        dst[c] = eq
+                continue
+            flat = src.reshape(h * w, channels).T if last else src.reshape(channels, h * w)
+            tables = self._tables(kind, row, flat)
+            if kind == CONTRAST or channels == 1:  # one table for the frame
+                dst[...] = apply_lut(np.ascontiguousarray(src), tables[0])
+            elif last and channels in (3, 4):  # a table per channel, in one pass
+                lut = np.ascontiguousarray(np.stack(tables, axis=-1).reshape(256, 1, channels))
+                pixels = np.ascontiguousarray(src).reshape(h * w, 1, channels)
+                dst[...] = cv2.LUT(pixels, lut).reshape(src.shape)
+            else:
+                for c in range(channels):
+                    if last:
+                        dst[..., c] = tables[c][src[..., c]]
+                    else:
+                        dst[c] = tables[c][src[c]]
         return out.reshape(x.shape)
 
-    def _tables(self, kind: int, row: int, frame: np.ndarray, last: bool) -> list | None:
-        """The tables of one frame's channels (contrast, auto_contrast), as the augmentations'
-        CPU operators compute them."""
-        if kind == EQUALIZE:
-            return None
-        chans = [frame[..., c] for c in range(frame.shape[-1])] if last else list(frame)
+    def _tables(self, kind: int, row: int, flat: np.ndarray) -> list:
+        """The tables of one frame's channels (contrast: one for all), as the augmentations'
+        CPU operators compute them; ``flat``: the frame's values, (channels, pixels)."""
         if kind == CONTRAST:
             # reductions.mean (float64 sum times 1/n, stored as float32), * weights in
             # float32, reductions.sum in float64 stored as float32; then the expression in
             # float32 and cast_like (half away from zero)
-            means = [np.float32(np.float64(c.sum(dtype=np.uint64)) * (1.0 / c.size)) for c in chans]
-            means = means * 3 if len(means) == 1 else means
-            products = np.array(means, np.float32) * WEIGHTS
-            center = np.float32(np.sum(products.astype(np.float64)))
+            sums = flat.sum(axis=1, dtype=np.uint64).astype(np.float64)
+            means = (sums * (1.0 / flat.shape[1])).astype(np.float32)
+            means = np.repeat(means, 3) if len(means) == 1 else means
+            center = np.float32(np.sum((means * WEIGHTS).astype(np.float64)))
             p = self.param[row]
-            t = convert_sat(center + (_FVALUES - center) * p, np.uint8)
-            return [t] * len(chans)
+            return [convert_sat(center + (_FVALUES - center) * p, np.uint8)]
         tables = []
-        for c in chans:  # auto_contrast: min, max, 255 / (range or 255), scaled, cast_like
-            lo, hi = (int(c.min()), int(c.max())) if c.size else (0, 0)
+        # auto_contrast: min, max, 255 / (range or 255), (data - lo) * scale, cast_like
+        for lo, hi in zip(flat.min(axis=1).tolist(), flat.max(axis=1).tolist(), strict=True):
             diff = hi - lo
             shift = np.uint8(lo if diff > 0 else 0)
             scale = np.float32(255) / np.float32(diff if diff > 0 else 255)

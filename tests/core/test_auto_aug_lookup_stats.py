@@ -65,14 +65,14 @@ def varied(n: int, shape: tuple, seed: int = 0) -> list[np.ndarray]:
             x = rng.integers(0, 12, shape)
         elif k == 7:  # bright, one channel a single value
             x = rng.integers(230, 256, shape)
-            x[..., 2] = 255
+            x[..., -1] = 255
         else:  # a few values per channel
             x = rng.choice([3, 64, 128, 200], shape)
         out.append(np.ascontiguousarray(x).astype(np.uint8))
     return out
 
 
-def _run_select(imgs, idx, bins, signs, layout, fused: bool, monkeypatch, batches=1):
+def _run_select(imgs, idx, bins, signs, layout, fused: bool, monkeypatch, ops=VALUE_WISE):
     @pipeline_def(enable_conditionals=True)
     def pipe():
         x = fn.external_source(source=lambda: imgs, layout=layout)
@@ -80,7 +80,7 @@ def _run_select(imgs, idx, bins, signs, layout, fused: bool, monkeypatch, batche
         b = fn.external_source(source=lambda: [np.int32(v) for v in bins])
         s = fn.external_source(source=lambda: [np.int32(v) for v in signs])
         mag = signed_bin(b, random_sign=s)
-        return select(VALUE_WISE, i, x, magnitude_bin=mag, num_magnitude_bins=BINS)
+        return select(ops, i, x, magnitude_bin=mag, num_magnitude_bins=BINS)
 
     with monkeypatch.context() as m:
         if not fused:
@@ -129,6 +129,24 @@ def test_fused_value_wise_equal_each_augmentation(layout, shapes, monkeypatch):
     assert_equal_but_contrast(got, want, idx)
     changed = sum(not np.array_equal(g, x) for g, x in zip(got, imgs, strict=True))
     assert changed > len(imgs) // 2
+
+
+@pytest.mark.parametrize("shape", [(3, 11, 13), (2, 6, 7)])
+def test_fused_value_wise_channels_first(shape, monkeypatch):
+    """CHW samples (and 2 channels: the per-plane path), every value-wise augmentation but
+    contrast (whose luma weights need the channels last): equal to the unfused ops."""
+    ops = [op for op in VALUE_WISE if op is not a.contrast]
+    cases = [(i, b, s) for i in range(len(ops)) for b in range(0, BINS, 2) for s in (0, 1)]
+    imgs = [
+        np.moveaxis(varied(9, shape[1:] + shape[:1], seed=k)[k % 9], -1, 0)
+        for k in range(len(cases))
+    ]
+    imgs = [np.ascontiguousarray(x) for x in imgs]
+    idx, bins, signs = (list(c) for c in zip(*cases, strict=True))
+    schemas, got = _run_select(imgs, idx, bins, signs, "CHW", True, monkeypatch, ops)
+    _, want = _run_select(imgs, idx, bins, signs, "CHW", False, monkeypatch, ops)
+    assert schemas.count("_lookup_stats") == 1
+    assert_equal_but_contrast(got, want, idx, contrast=-1)
 
 
 def test_lookup_stats_cpu_against_numpy():
