@@ -92,6 +92,20 @@ def _lookup_by(table: Callable) -> Callable:
     return mark
 
 
+def _map_by_stats(kind: str) -> Callable:
+    """Mark an augmentation's op as mapping each uint8 value of a plane (frame, channel) on its
+    own, by a table that depends on its float parameter or the plane's statistics (``kind``:
+    "brightness", "contrast", "auto_contrast", "equalize"). ``select`` then runs its samples
+    with those of the other value-wise augmentations through one ``_lookup_stats``, whose
+    tables follow the op's own arithmetic (``core._select``)."""
+
+    def mark(op: Callable) -> Callable:
+        op.point_kind = kind
+        return op
+
+    return mark
+
+
 def _shear_matrix(shear):
     return fn.transforms.shear(shear=shear)
 
@@ -182,12 +196,14 @@ def shift_enhance_range(magnitude):
 
 
 @augmentation(mag_range=(0, 0.9), randomly_negate=True, mag_to_param=shift_enhance_range)
+@_map_by_stats("brightness")
 def brightness(data, parameter):
     """Scale the values by ``parameter`` (PIL's ``ImageEnhance.Brightness``)."""
     return fn.brightness(data, brightness=parameter)
 
 
 @augmentation(mag_range=(0, 0.9), randomly_negate=True, mag_to_param=shift_enhance_range)
+@_map_by_stats("contrast")
 def contrast(data, parameter):
     """Blend with the mean luma (PIL's ``ImageEnhance.Contrast``: the channel-weighted mean
     is the contrast centre)."""
@@ -290,6 +306,7 @@ def invert(data, _):
 
 
 @augmentation
+@_map_by_stats("equalize")
 def equalize(data, _):
     """Per-channel histogram equalization (OpenCV's formula; PIL's differs slightly in how it
     turns the cumulative histogram into the lookup table)."""
@@ -297,6 +314,7 @@ def equalize(data, _):
 
 
 @augmentation
+@_map_by_stats("auto_contrast")
 def auto_contrast(data, _):
     """Stretch each channel to [0, 255] (PIL's ``ImageOps.autocontrast`` without cutoff); a
     channel of one value is left as is."""

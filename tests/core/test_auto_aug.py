@@ -681,9 +681,10 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
     kind, warps_each, expected_lookups, monkeypatch
 ):
     """``select`` warps the samples of the shears, translations and rotation with one
-    operator and maps those of posterize, solarize, solarize_add and invert with one lookup
-    per step: the outputs equal those of each augmentation's own operators (the fusion turned
-    off), batch after batch."""
+    operator and maps those of posterize, solarize, solarize_add, invert, brightness,
+    contrast, auto_contrast and equalize with one lookup per step (``_lookup_stats``): the
+    outputs equal those of each augmentation's own operators (the fusion turned off), batch
+    after batch."""
     from dlpipe.auto_aug.core import _select
 
     imgs = images(48, (10, 12, 3))
@@ -694,7 +695,7 @@ def test_fused_warps_and_lookups_equal_one_op_per_augmentation(
         pipe = make(imgs, **kw) if make else _auto_pipe(kind, imgs, None, **kw)
         pipe.build()
         warps = sum(n.op.schema in ("warp_affine", "rotate", "_warp_fused") for n in pipe._ops)
-        lookups = sum(n.op.schema == "_lookup_rows" for n in pipe._ops)
+        lookups = sum(n.op.schema in ("_lookup_rows", "_lookup_stats") for n in pipe._ops)
         outs = [[pipe.run()[0].at(i) for i in range(48)] for _ in range(2)]
         return warps, lookups, outs
 

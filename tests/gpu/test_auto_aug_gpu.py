@@ -258,3 +258,210 @@ def test_augmentation_on_videos_gpu_matches_cpu(aug):
     g, c = pipe.run()
     assert g.layout() == "FHWC"
     _close(g, c, 1)
+
+
+# --- _lookup_stats: the value-wise maps select fuses -------------------------------------------
+
+
+def _gpu_tables(plane_sets, kind, param, row_table):
+    """numpy's tables of one frame's channels, as the GPU makes them (round half to even;
+    equalize's table in double precision)."""
+    values = np.arange(256)
+    f32 = values.astype(np.float32)
+    if kind == 0:
+        return [row_table] * len(plane_sets)
+    if kind == 1:
+        return [np.clip(np.rint(f32 * np.float32(param)), 0, 255).astype(np.uint8)] * len(
+            plane_sets
+        )
+    tables = []
+    for p in plane_sets:
+        hist = np.bincount(p.reshape(-1), minlength=256)
+        present = np.flatnonzero(hist)
+        if kind == 2:
+            means = [
+                np.float32(np.float64(q.sum(dtype=np.uint64)) * (1.0 / q.size)) for q in plane_sets
+            ]
+            means = means * 3 if len(means) == 1 else means
+            w = np.array([0.299, 0.587, 0.114], np.float32)
+            center = np.float32(np.sum((np.array(means, np.float32) * w).astype(np.float64)))
+            t = np.rint(center + (f32 - center) * np.float32(param))
+        elif kind == 3:
+            lo, hi = present[0], present[-1]
+            diff = hi - lo
+            shift = lo if diff > 0 else 0
+            scale = np.float32(255) / np.float32(diff if diff > 0 else 255)
+            t = np.rint(((values - shift) % 256).astype(np.float32) * scale)
+        else:
+            cdf = np.cumsum(hist)
+            first, total = cdf[present[0]], cdf[-1]
+            if first == total:
+                t = values
+            else:
+                t = np.rint((cdf - first) * (255.0 / float(total - first)))
+                t[: present[0]] = 0
+        tables.append(np.clip(t, 0, 255).astype(np.uint8))
+    return tables
+
+
+def test_lookup_stats_gpu_matches_cpu_and_numpy():
+    """``_lookup_stats`` on random HWC images of several sizes (ragged, a single pixel, a
+    constant channel, a narrow range), each kind (a static table, brightness, contrast,
+    auto_contrast, equalize): the GPU equal to numpy's tables as the GPU rounds (half to
+    even), contrast within 1 (the GPU contracts its multiply-add), and within 1 of the CPU
+    (which rounds half away from zero; equalize's CPU side is OpenCV's, in float32); a
+    strided input and videos too, batch after batch."""
+    from dlpipe.graph import _call_operator
+
+    rng = np.random.default_rng(8)
+    shapes = [(17, 23, 3), (1, 1, 3), (40, 9, 3), (64, 64, 3), (5, 7, 3), (30, 31, 3)] * 2
+    imgs = [rng.integers(0, 256, s).astype(np.uint8) for s in shapes]
+    imgs[2][..., 1] = 77  # a constant channel
+    imgs[4] = rng.integers(120, 126, shapes[4]).astype(np.uint8)  # a narrow range
+    imgs[6][...] = 200  # a constant image
+    table = rng.integers(0, 256, (6, 256)).astype(np.uint8)
+    kind = np.array([0, 1, 2, 3, 4, 1], np.int32)
+    param = np.array([0, 1.37, 0.45, 0, 0, 0.55], np.float32)
+    rows = [np.int32(r % 6) for r in range(len(imgs))]
+    videos = [rng.integers(0, 256, (2, 5 + k, 6, 3)).astype(np.uint8) for k in range(len(imgs))]
+
+    def lut(data):
+        kw = {"kind": kind, "param": param, "table": table, "row": r}
+        return _call_operator("_lookup_stats", (data,), kw)[0]
+
+    pipe = Pipeline(batch_size=len(imgs), num_threads=2, device_id=0, seed=1)
+    with pipe:
+        x = fn.external_source(source=lambda: imgs, layout="HWC")
+        v = fn.external_source(source=lambda: videos, layout="FHWC")
+        r = fn.external_source(source=lambda: rows)
+        pipe.set_outputs(lut(x.gpu()), lut(x), lut(x.gpu()[:, 1:]), lut(v.gpu()), lut(v))
+    for _ in range(2):
+        g, c, strided, gv, cv = (_host(o) for o in pipe.run())
+        for i, img in enumerate(imgs):
+            k = int(kind[int(rows[i])])
+            p, t = param[int(rows[i])], table[int(rows[i])]
+
+            def want(frame, k=k, p=p, t=t):
+                tabs = _gpu_tables([frame[..., c] for c in range(3)], k, p, t)
+                return np.stack([tabs[c][frame[..., c]] for c in range(3)], axis=-1)
+
+            tol = 1 if k == 2 else 0
+            for got, ref in (
+                (g[i], want(img)),
+                (strided[i], want(img[:, 1:])),
+                (gv[i], np.stack([want(f) for f in videos[i]])),
+            ):
+                assert got.dtype == np.uint8 and got.shape == ref.shape
+                assert np.abs(got.astype(int) - ref).max(initial=0) <= tol, (i, k)
+            for got, cpu in ((g[i], c[i]), (gv[i], cv[i])):
+                assert np.abs(got.astype(int) - cpu).max(initial=0) <= 1, (i, k)
+            if k == 0:
+                np.testing.assert_array_equal(c[i], t[img])
+
+
+_VALUE_WISE = [
+    a.brightness,
+    a.contrast,
+    a.auto_contrast,
+    a.equalize,
+    a.posterize,
+    a.solarize,
+    a.solarize_add,
+    a.invert,
+    a.identity,
+]
+
+
+@pytest.mark.parametrize("layout", ["HWC", "FHWC"])
+def test_fused_value_wise_gpu_equal_unfused_gpu(layout, monkeypatch):
+    """On the GPU, ``select`` over the value-wise augmentations (each at every bin and sign,
+    on varied content): the fused ``_lookup_stats`` gives what each augmentation's own GPU
+    operators give, exactly but for contrast (within 1, rarely)."""
+    from dlpipe.auto_aug.core import _select, select
+
+    rng = np.random.default_rng(9)
+    cases = [(i, b, s) for i in range(len(_VALUE_WISE)) for b in range(11) for s in (0, 1)]
+    shape = (13, 17, 3) if layout == "HWC" else (2, 9, 11, 3)
+    imgs = []
+    for k in range(len(cases)):
+        lo = int(rng.integers(0, 250))
+        width = [256 - lo, 1, 4, 7][k % 4]  # full, constant, narrow ranges (rounding ties)
+        img = rng.integers(lo, lo + width, shape).astype(np.uint8)
+        if k % 5 == 0:
+            img[..., 1] = 33  # a constant channel
+        imgs.append(img)
+    idx, bins, signs = (list(col) for col in zip(*cases, strict=True))
+
+    @pipeline_def(enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(source=lambda: imgs, layout=layout)
+        i = fn.external_source(source=lambda: [np.int32(v) for v in idx])
+        b = fn.external_source(source=lambda: [np.int32(v) for v in bins])
+        s = fn.external_source(source=lambda: [np.int32(v) for v in signs])
+        mag = signed_bin(b, random_sign=s)
+        return select(_VALUE_WISE, i, x.gpu(), magnitude_bin=mag, num_magnitude_bins=11)
+
+    def run(fused):
+        with monkeypatch.context() as m:
+            if not fused:
+                m.setattr(_select, "_groups", lambda ops, kwargs: [])
+            p = pipe(batch_size=len(imgs), num_threads=2, device_id=0, seed=1)
+            p.build()
+            schemas = [n.op.schema for n in p._ops]
+            return schemas, _host(p.run()[0])
+
+    schemas, got = run(True)
+    ref_schemas, want = run(False)
+    assert "_lookup_stats" in schemas and "_lookup_stats" not in ref_schemas
+    differing = 0
+    for g, w, i in zip(got, want, idx, strict=True):
+        assert g.dtype == w.dtype == np.uint8 and g.shape == w.shape
+        if i == 1:
+            d = np.abs(g.astype(int) - w.astype(int))
+            assert d.max(initial=0) <= 1
+            differing += int((d > 0).sum())
+        else:
+            np.testing.assert_array_equal(g, w)
+    assert differing <= 22 * int(np.prod(shape)) // 1000 + 1, differing
+
+
+@pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
+def test_fused_suites_gpu_equal_unfused_gpu(kind, monkeypatch):
+    """The suites on the GPU, two batches: fused (one value-wise operator a step) against
+    unfused, within 1 (contrast) and rarely."""
+    from dlpipe.auto_aug.core import _select
+
+    rng = np.random.default_rng(10)
+    imgs = [rng.integers(0, 256, (24, 28, 3)).astype(np.uint8) for _ in range(32)]
+    for k in range(0, 32, 4):
+        imgs[k][..., k % 3] = 90  # constant channels
+        imgs[k + 1] = rng.integers(100, 105, (24, 28, 3)).astype(np.uint8)
+
+    @pipeline_def(enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(source=lambda: imgs, layout="HWC").gpu()
+        if kind == "auto_augment":
+            return auto_augment.auto_augment_image_net(x, shape=[24, 28], seed=11)
+        if kind == "rand_augment":
+            return rand_augment.rand_augment(x, n=2, m=12, seed=11)
+        return trivial_augment.trivial_augment_wide(x, shape=[24, 28], seed=11)
+
+    def run(fused):
+        with monkeypatch.context() as m:
+            if not fused:
+                m.setattr(_select, "_groups", lambda ops, kwargs: [])
+            p = pipe(batch_size=32, num_threads=2, device_id=0, seed=2)
+            p.build()
+            schemas = [n.op.schema for n in p._ops]
+            return schemas, [_host(p.run()[0]) for _ in range(2)]
+
+    schemas, got = run(True)
+    ref_schemas, want = run(False)
+    assert "_lookup_stats" in schemas and "_lookup_stats" not in ref_schemas
+    differing = 0
+    for b in range(2):
+        for g, w in zip(got[b], want[b], strict=True):
+            d = np.abs(g.astype(int) - w.astype(int))
+            assert d.max(initial=0) <= 1
+            differing += int((d > 0).sum())
+    assert differing <= 32 * 24 * 28 * 3 * 2 // 1000, differing

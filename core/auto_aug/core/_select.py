@@ -52,16 +52,42 @@ def split_samples_among_ops(lo: int, hi: int, ops: Sequence, selected_op_idx, ar
 def _fusion_key(op, kwargs: dict):
     """What ``op`` may share its leaf with: ``("warp", fill, interp)`` for a warp by a matrix
     or the rotation keeping the size (``Augmentation.warp_settings``), ``("lookup",)`` for a
-    value-wise map of uint8 values (``Augmentation.lookup_table``), None for any other op."""
+    value-wise map of uint8 values (``Augmentation.lookup_table``, or one by statistics:
+    ``augmentations._map_by_stats``), None for any other op."""
     settings = getattr(op, "warp_settings", None)
     key = settings(kwargs) if settings is not None else None
     if key is not None:
         _, fill, interp = key
         return ("warp", _key(fill), _key(interp))
-    lookup = getattr(op, "lookup_table", None)
-    if lookup is not None and lookup(*_bins(kwargs)) is not None:
+    if _static_table(op, kwargs) is not None or _stats_params(op, kwargs) is not None:
         return ("lookup",)
     return None
+
+
+def _static_table(op, kwargs: dict) -> np.ndarray | None:
+    """The tables of a value-wise map of uint8 values (``Augmentation.lookup_table``), None
+    for any other op."""
+    lookup = getattr(op, "lookup_table", None)
+    return lookup(*_bins(kwargs)) if lookup is not None else None
+
+
+def _stats_params(op, kwargs: dict) -> np.ndarray | None:
+    """For a value-wise map by the data's statistics or a float parameter
+    (``augmentations._map_by_stats``): its float32 parameters, one per row of its parameters
+    (one 0 for an op without); None for any other op, or parameters that are not one float32
+    each (a custom ``mag_to_param``)."""
+    from ...errors import ArgumentError
+    from ._augmentation import Augmentation
+
+    if not isinstance(op, Augmentation) or getattr(op.op, "point_kind", None) is None:
+        return None
+    try:
+        rows = op._param_rows(*_bins(kwargs))
+    except ArgumentError:  # the op's own call tells what is wrong
+        return None
+    if rows is None:
+        return np.zeros(1, np.float32)
+    return rows if rows.ndim == 1 and rows.dtype == np.float32 else None
 
 
 def _bins(kwargs: dict) -> tuple:
@@ -151,13 +177,21 @@ def _fused_warp(ops: Sequence, members: list[int], selected_op_idx, args: tuple,
 
 
 def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tuple, kwargs: dict):
-    """One lookup of the samples of the value-wise augmentations ``members``: their tables
-    one after the other, each sample's row (its own augmentation's table at its parameter)
-    picked on the host, then one ``_lookup_rows``."""
+    """One lookup of the samples of the value-wise augmentations ``members``: their rows (a
+    static table, or a kind of map by statistics and its parameter) one after the other, each
+    sample's row (its own augmentation's at its parameter) picked on the host, then one
+    ``_lookup_rows`` (static tables only) or one ``_lookup_stats``."""
     from ...graph import _call_operator
+    from ...operators.lookup_stats import KINDS
 
-    tables = [ops[i].lookup_table(*_bins(kwargs)) for i in members]
-    offsets = np.cumsum([0] + [len(t) for t in tables[:-1]]).tolist()
+    tables = [_static_table(ops[i], kwargs) for i in members]
+    stats = {
+        i: _stats_params(ops[i], kwargs) for i, t in zip(members, tables, strict=True) if t is None
+    }
+    lengths = [
+        len(t) if t is not None else len(stats[i]) for i, t in zip(members, tables, strict=True)
+    ]
+    offsets = np.cumsum([0] + lengths[:-1]).tolist()
 
     def row(k: int):
         r = ops[members[k]].lookup_row(*_bins(kwargs))
@@ -167,8 +201,26 @@ def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tupl
         return r + offsets[k] if offsets[k] else r
 
     rows = _bisect(members, selected_op_idx, row)
-    table = np.concatenate(tables)
-    return _call_operator("_lookup_rows", (_data(args, kwargs),), {"table": table, "row": rows})[0]
+    if not stats:
+        table = np.concatenate(tables)
+        kw = {"table": table, "row": rows}
+        return _call_operator("_lookup_rows", (_data(args, kwargs),), kw)[0]
+    kinds, params = [], []
+    for k, i in enumerate(members):
+        if tables[k] is None:
+            kinds.append(np.full(lengths[k], KINDS[ops[i].op.point_kind], np.int32))
+            params.append(stats[i])
+            tables[k] = np.zeros((lengths[k], 256), np.uint8)
+        else:
+            kinds.append(np.full(lengths[k], KINDS["table"], np.int32))
+            params.append(np.zeros(lengths[k], np.float32))
+    kw = {
+        "kind": np.concatenate(kinds),
+        "param": np.concatenate(params),
+        "table": np.concatenate(tables),
+        "row": rows,
+    }
+    return _call_operator("_lookup_stats", (_data(args, kwargs),), kw)[0]
 
 
 def _data(args: tuple, kwargs: dict):
@@ -204,8 +256,10 @@ def select(ops: Sequence[Callable], selected_op_idx, *op_args, **op_kwargs):
     augmentation: fused warps and lookup tables"): the standard geometric augmentations
     (shears, translations, the rotation keeping the size) share one warp, each sample with
     the matrix (or angle) of its own augmentation, picked on the host; the value-wise ones
-    (posterize, solarize, solarize_add, invert) share one lookup, each sample with the table
-    of its own augmentation at its parameter. Any other op is a branch of its own.
+    (posterize, solarize, solarize_add, invert; brightness, contrast, auto_contrast,
+    equalize) share one lookup, each sample with the table of its own augmentation at its
+    parameter (made from its planes' statistics for the latter four). Any other op is a
+    branch of its own.
 
     Example:
         >>> idx = fn.random.uniform(values=[0, 1], dtype=types.INT32)
@@ -214,7 +268,14 @@ def select(ops: Sequence[Callable], selected_op_idx, *op_args, **op_kwargs):
     """
     fusable = isinstance(selected_op_idx, DataNode) and (op_args or "data" in op_kwargs)
     leaves = _groups(ops, op_kwargs) if fusable else []
-    if all(key is None or (key[0] == "warp" and len(m) == 1) for key, m in leaves):
+
+    def alone(key, members) -> bool:  # a leaf run by its op: not fused, or nothing to fuse
+        if key is None or (key[0] == "warp" and len(members) == 1):
+            return True
+        # one map by statistics: its own op does as much
+        return len(members) == 1 and _stats_params(ops[members[0]], op_kwargs) is not None
+
+    if all(alone(key, m) for key, m in leaves):
         # nothing to fuse: one branch per op
         return split_samples_among_ops(0, len(ops) - 1, ops, selected_op_idx, op_args, op_kwargs)
     table = np.zeros(len(ops), np.int32)
@@ -224,7 +285,7 @@ def select(ops: Sequence[Callable], selected_op_idx, *op_args, **op_kwargs):
 
     def run_leaf(leaf: tuple):
         key, members = leaf
-        if key is None or (key[0] == "warp" and len(members) == 1):
+        if alone(key, members):
             return ops[members[0]](*op_args, **op_kwargs)
         fuse = _fused_warp if key[0] == "warp" else _fused_lookup
         return fuse(ops, members, selected_op_idx, op_args, op_kwargs)
