@@ -230,3 +230,21 @@ def test_fused_suites_equal_unfused_on_varied_content(kind, monkeypatch):
             assert d.max(initial=0) <= 1
             differing += int((d > 0).sum())
     assert differing <= 64 * 10 * 12 * 3 * 2 // 1000, differing
+
+
+def test_rows_picked_without_conditionals_equal_the_bisection(monkeypatch):
+    """The fused lookup's rows come from a few arithmetic nodes indexed by the sample's op
+    (``_select._picked_rows``), not from a split and merge per member: the same outputs as the
+    bisection gives, every bin and sign, with len(members) - 1 merges fewer."""
+    cases = [(i, b, s) for i in range(len(VALUE_WISE)) for b in range(BINS) for s in (0, 1)]
+    imgs = [varied(9, (9, 11, 3), seed=k)[k % 9] for k in range(len(cases))]
+    idx, bins, signs = (list(c) for c in zip(*cases, strict=True))
+    schemas, got = _run_select(imgs, idx, bins, signs, "HWC", True, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr(_select, "_picked_rows", lambda *a, **k: None)
+        ref_schemas, want = _run_select(imgs, idx, bins, signs, "HWC", True, monkeypatch)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    merges = schemas.count("_conditional_merge")
+    members = len(VALUE_WISE) - 1  # identity is a leaf of its own
+    assert ref_schemas.count("_conditional_merge") - merges == members - 1, (merges, members)

@@ -200,7 +200,9 @@ def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tupl
             return r if len(members) == 1 else types.Constant(np.int32(r), device="cpu")
         return r + offsets[k] if offsets[k] else r
 
-    rows = _bisect(members, selected_op_idx, row)
+    rows = _picked_rows(ops, members, offsets, selected_op_idx, kwargs)
+    if rows is None:
+        rows = _bisect(members, selected_op_idx, row)
     if not stats:
         table = np.concatenate(tables)
         kw = {"table": table, "row": rows}
@@ -221,6 +223,44 @@ def _fused_lookup(ops: Sequence, members: list[int], selected_op_idx, args: tupl
         "row": rows,
     }
     return _call_operator("_lookup_stats", (_data(args, kwargs),), kw)[0]
+
+
+def _picked_rows(ops: Sequence, members: list[int], offsets: list[int], selected_op_idx, kwargs):
+    """Each sample's row of the fused table without a conditional: member ``k``'s row is
+    ``offsets[k]`` plus its augmentation's ``lookup_row`` (an int, or one of the bin nodes made
+    before the select: the bin, the signed bin), so every sample's row is
+    ``base[op] + sum over those nodes of has[op] * node``, indexed by the sample's op. A few
+    arithmetic nodes instead of ``len(members) - 1`` splits and merges on the CPU stage. None
+    where a member would draw its own random sign (a plain bin given to an augmentation that
+    negates: drawn inside its branch, as the bisection does)."""
+    from ._augmentation import _SignedMagnitudeBin
+
+    if len(members) == 1:  # its row as it is (an int, or its node)
+        return None
+    magnitude_bin = _bins(kwargs)[0]
+    if any(ops[i].randomly_negate for i in members) and not isinstance(
+        magnitude_bin, _SignedMagnitudeBin
+    ):
+        return None
+    base = np.zeros(len(ops), np.int32)
+    nodes: list = []  # the distinct bin nodes the members' rows add
+    has: list[np.ndarray] = []
+    for k, i in enumerate(members):
+        r = ops[i].lookup_row(*_bins(kwargs))
+        base[i] = offsets[k]
+        if isinstance(r, int):
+            base[i] += r
+            continue
+        j = next((j for j, node in enumerate(nodes) if node is r), None)
+        if j is None:
+            nodes.append(r)
+            has.append(np.zeros(len(ops), np.int32))
+            j = len(nodes) - 1
+        has[j][i] = 1
+    rows = types.Constant(base)[selected_op_idx]
+    for node, mask in zip(nodes, has, strict=True):
+        rows = rows + types.Constant(mask)[selected_op_idx] * node
+    return rows
 
 
 def _data(args: tuple, kwargs: dict):
