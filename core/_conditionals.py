@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .graph import DataNode, Repeated, Rows, current_pipeline
+from .graph import Batch, DataNode, Repeated, Rows, current_pipeline
 
 __all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
 
@@ -397,6 +397,34 @@ class Scattered(list):
         self.part = part
 
 
+class Held:
+    """The array-only value (:class:`graph.Batch`) of a batch-level operator run in a scope:
+    ``array``'s rows are the samples at positions ``idx`` (the scope's :meth:`Selections.of`
+    list; ``rows``, the same as an int array) of a batch of ``n``, the others took no part.
+    Only operators reading whole arrays take it, through :meth:`Selections.compact`: no
+    per-sample list, neither of its rows nor of the whole batch."""
+
+    __slots__ = ("array", "idx", "rows", "n")
+
+    def __init__(self, array: np.ndarray, idx: list[int], rows: np.ndarray, n: int):
+        self.array = array
+        self.idx = idx
+        self.rows = rows
+        self.n = n
+
+    def samples(self) -> list:
+        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it."""
+        full = [None] * self.n
+        for j, v in zip(self.idx, self.array, strict=True):
+            full[j] = v
+        return full
+
+    def take(self, indices) -> list:
+        """The samples ``indices`` of the whole batch (a skipped sample's replacement)."""
+        full = self.samples()
+        return [full[j] for j in indices]
+
+
 class Selections:
     """The samples of each conditional scope in one iteration of the CPU stage, for its
     batch-level operators (``Executor._run_batch_level``), and the inputs compacted to them.
@@ -441,15 +469,26 @@ class Selections:
         :class:`Scattered` value of an enclosing scope gives its part's rows (one fancy index,
         the positions worked out once per value scope and scope)."""
         idx, rows = self._of[scope]
+        if isinstance(value, Held):
+            if value.idx is idx:
+                return Batch(value.array)
+            at = self._within_of(value, scope, rows)
+            return value.take(idx) if at is None else Batch(value.array[at])
         if not isinstance(value, Scattered) or value.idx is idx:
             return compact(value, idx, rows)
-        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
-        try:
-            at = self._within[key]
-        except KeyError:
-            at = self._within[key] = _positions(value.rows, self._masks[scope], len(rows))
+        at = self._within_of(value, scope, rows)
         samples = [value[j] for j in idx]
         return samples if at is None else Rows(samples, value.part.array[at])
+
+    def _within_of(self, value: Scattered | Held, scope: Scope, rows: np.ndarray):
+        """Where ``scope``'s samples are among those of ``value`` (of an enclosing scope), or
+        None (:func:`_positions`), worked out once per value scope and scope."""
+        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
+        try:
+            return self._within[key]
+        except KeyError:
+            at = self._within[key] = _positions(value.rows, self._masks[scope], len(rows))
+            return at
 
 
 def _positions(held: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray | None:
@@ -470,6 +509,10 @@ def compact(value, idx: list[int], rows: np.ndarray | None = None):
     positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
+    if isinstance(value, Batch):  # (array-only: the rows, as one array again)
+        if value.repeated:
+            return Batch(value.array[: len(idx)], True)
+        return Batch(value.array[rows if rows is not None else idx])
     if isinstance(value, list):
         if isinstance(value, Scattered) and value.idx is idx:
             return value.part

@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from ._conditionals import Scattered, Selections, compact
+from ._conditionals import Held, Scattered, Selections, compact
 from ._ipc.process import HelperStartError
 from ._sample_processes import Pending, RemoteRun, SampleProcesses, phases
 from ._skiplog import SkipLog
 from .errors import DecodeError, DlpipeError, PipelineError, SampleSkipped
-from .graph import DataNode, Operator, OpNode, Rows
+from .graph import Batch, DataNode, Operator, OpNode, Repeated, Rows
 from .operators._copy import PinnedBlocks, PinnedSamples
 from .profiler import Profiler
 from .tensors import TensorListCPU
@@ -327,6 +327,7 @@ class Executor:
             gpu_stage.profiler = self.profiler
         self.last_state: list | None = None
         self._segments = self._split_segments()
+        self._array_only = self._arrays_only()
         # Runs with process-safe parts, by the run's id: their phases (_sample_processes.phases)
         self._remote: dict[int, list[list[OpNode] | RemoteRun]] = {}
         self._sample_processes = None
@@ -667,6 +668,32 @@ class Executor:
                 segments.append((False, [node]))
         return segments
 
+    def _arrays_only(self) -> frozenset[int]:
+        """The ids of the outputs of batch-level CPU operators that only batch-level operators
+        reading whole arrays take (``Operator.reads_batch_arrays``): not a pipeline output,
+        nor a predicate (the scopes read those: ``Selections``, the GPU stage), nor anything
+        a GPU or per-sample operator takes. :meth:`_run_batch_level` keeps such an output as
+        one array (``graph.Batch``, ``_conditionals.Held``), with no per-sample list."""
+        batch_level = {id(nodes[0]) for is_batch, nodes in self._segments if is_batch}
+        takers: dict[int, list[OpNode]] = {}
+        kept = {id(dn) for dn in self.outputs}
+        for node in (*self.cpu_ops, *self.gpu_ops):
+            for x in (*node.inputs, *node.arg_nodes.values()):
+                takers.setdefault(id(x), []).append(node)
+            scope = node.scope
+            while scope is not None:
+                kept.add(id(scope.predicate))
+                scope = scope.parent
+        return frozenset(
+            id(dn)
+            for node in self.cpu_ops
+            if id(node) in batch_level
+            for dn in node.outputs
+            if id(dn) not in kept
+            and takers.get(id(dn))
+            and all(id(t) in batch_level and t.op.reads_batch_arrays for t in takers[id(dn)])
+        )
+
     def _run_cpu(self, _ticket=None) -> Workspace | _Submitted:
         """The CPU stage of one iteration (a stage thread passes the ticket it took). With a
         back (``_back``), it stops once the first part for the sample processes is sent and
@@ -791,6 +818,11 @@ class Executor:
         else:
             self.profiler.add_op_calls([call], "operator")
         for out, vals in zip(node.outputs, outs, strict=True):
+            if id(out) in self._array_only and isinstance(vals, np.ndarray | Rows):
+                rep = isinstance(vals, Repeated)
+                arr = vals.array if isinstance(vals, Rows) else vals
+                values[out] = Batch(arr, rep) if idx is None else Held(arr, idx, rows, n)
+                continue
             if idx is not None:  # back to the batch's positions
                 part = vals if isinstance(vals, Rows) else None
                 if isinstance(vals, np.ndarray):  # (its rows as iterating it gives them)

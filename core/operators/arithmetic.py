@@ -442,6 +442,7 @@ class ArithmeticGenericOp(Operator):
     schema = SCHEMA
     devices = ("cpu", "gpu")
     num_inputs = (1, 64)
+    reads_batch_arrays = True  # (run_batch_cpu: len, stack, per_sample)
 
     def setup(self, *, expression=None) -> None:
         if not isinstance(expression, tuple) or expression[0] not in ARITY:
