@@ -137,6 +137,12 @@ def predicate_mask(samples, n: int) -> np.ndarray:
         m = np.zeros(n, bool)
         m[samples.rows] = samples.part.array
         return m
+    if isinstance(samples, Held):  # (array-only: Executor._arrays_only)
+        if samples.array.ndim == 1:
+            m = np.zeros(n, bool)
+            m[samples.rows] = samples.array
+            return m
+        samples = samples.samples()
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
         if m.shape == (n,):

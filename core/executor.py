@@ -670,20 +670,30 @@ class Executor:
 
     def _arrays_only(self) -> frozenset[int]:
         """The ids of the outputs of batch-level CPU operators that only batch-level operators
-        reading whole arrays take (``Operator.reads_batch_arrays``): not a pipeline output,
-        nor a predicate (the scopes read those: ``Selections``, the GPU stage), nor anything
-        a GPU or per-sample operator takes. :meth:`_run_batch_level` keeps such an output as
+        reading whole arrays take (``Operator.reads_batch_arrays``), or merges as their
+        predicate (read by ``_conditionals.predicate_mask``, on the GPU stage too): not a
+        pipeline output, nor a predicate of a scope with a per-sample CPU operator (read per
+        sample: ``Scope.selects``), nor anything else a GPU or per-sample operator takes. :meth:`_run_batch_level` keeps such an output as
         one array (``graph.Batch``, ``_conditionals.Held``), with no per-sample list."""
         batch_level = {id(nodes[0]) for is_batch, nodes in self._segments if is_batch}
-        takers: dict[int, list[OpNode]] = {}
+        takers: dict[int, list[tuple[OpNode, str | None]]] = {}
         kept = {id(dn) for dn in self.outputs}
         for node in (*self.cpu_ops, *self.gpu_ops):
-            for x in (*node.inputs, *node.arg_nodes.values()):
-                takers.setdefault(id(x), []).append(node)
+            for x in node.inputs:
+                takers.setdefault(id(x), []).append((node, None))
+            for k, x in node.arg_nodes.items():
+                takers.setdefault(id(x), []).append((node, k))
             scope = node.scope
-            while scope is not None:
-                kept.add(id(scope.predicate))
+            while scope is not None:  # read per sample by a per-sample operator of the scope
+                if node.device == "cpu" and id(node) not in batch_level:
+                    kept.add(id(scope.predicate))
                 scope = scope.parent
+
+        def reads_arrays(node: OpNode, arg: str | None) -> bool:
+            if arg == "predicate" and getattr(node.op, "reads_child_scopes", False):
+                return True  # a merge's predicate: read by predicate_mask (GPU: BranchPlan)
+            return id(node) in batch_level and node.op.reads_batch_arrays
+
         return frozenset(
             id(dn)
             for node in self.cpu_ops
@@ -691,7 +701,7 @@ class Executor:
             for dn in node.outputs
             if id(dn) not in kept
             and takers.get(id(dn))
-            and all(id(t) in batch_level and t.op.reads_batch_arrays for t in takers[id(dn)])
+            and all(reads_arrays(t, arg) for t, arg in takers[id(dn)])
         )
 
     def _run_cpu(self, _ticket=None) -> Workspace | _Submitted:
