@@ -328,6 +328,10 @@ class Executor:
         self.last_state: list | None = None
         self._segments = self._split_segments()
         self._array_only = self._arrays_only()
+        batch_level = {id(nodes[0]) for is_batch, nodes in self._segments if is_batch}
+        self._per_sample_outputs = [
+            dn for node in self.cpu_ops if id(node) not in batch_level for dn in node.outputs
+        ]
         # Runs with process-safe parts, by the run's id: their phases (_sample_processes.phases)
         self._remote: dict[int, list[list[OpNode] | RemoteRun]] = {}
         self._sample_processes = None
@@ -732,9 +736,8 @@ class Executor:
             ws = self._draw()
         if self._prefetchers:
             self._ahead = self._draw()
-        for node in self.cpu_ops:
-            for out in node.outputs:
-                ws.values[out] = [None] * ws.batch_size
+        for out in self._per_sample_outputs:  # (batch-level operators set theirs whole)
+            ws.values[out] = [None] * ws.batch_size
         return ws
 
     def _run_cpu_stage(self) -> Workspace:
