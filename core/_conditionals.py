@@ -457,11 +457,9 @@ class Selections:
         # (id of a Scattered value's idx, scope) -> the scope's samples' positions among the
         # value's, or None where they are not all there
         self._within: dict[tuple[int, Scope], np.ndarray | None] = {}
-        # (scope, predicate, branch) -> a merge's side: (bool (n,) mask, int rows)
-        self._sides: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     def clear(self) -> None:
-        for memo in (self._preds, self._masks, self._of, self._within, self._sides):
+        for memo in (self._preds, self._masks, self._of, self._within):
             memo.clear()
 
     def of(self, scope: Scope, values: dict, n: int) -> tuple[list[int], np.ndarray]:
@@ -501,39 +499,6 @@ class Selections:
         at = self._within_of(value, scope, rows)
         samples = [value[j] for j in idx]
         return samples if at is None else Rows(samples, value.part.array[at])
-
-    def side(self, scope: Scope | None, predicate: DataNode, branch: bool, values: dict, n: int):
-        """The samples of ``scope`` (None: the batch) whose ``predicate`` is ``branch`` (a
-        merge's side, whether or not an operator ran there): (bool (n,) mask, int rows)."""
-        key = (scope, predicate, branch)
-        got = self._sides.get(key)
-        if got is None:
-            p = self._preds.get(predicate)
-            if p is None:
-                p = self._preds[predicate] = predicate_mask(values[predicate], n)
-            m = p.copy() if branch else ~p
-            if scope is not None:
-                m &= self._mask(scope, values, n)
-            got = self._sides[key] = (m, m.nonzero()[0])
-        return got
-
-    def rows_at(self, value, mask: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-        """The rows of ``value`` (a whole-batch value, or one held in an enclosing scope) at
-        the samples ``rows`` (``mask``) as one array; None where ``value`` is no array or
-        lacks one of them (the caller goes per sample)."""
-        if isinstance(value, Held | Scattered):
-            array = value.array if isinstance(value, Held) else value.part.array
-            if not len(rows):
-                return array[:0]
-            key = (id(value.idx), id(mask))  # (the masks live as long as the iteration)
-            at = self._within.get(key, False)
-            if at is False:
-                at = self._within[key] = _positions(value.rows, mask, len(rows))
-            return None if at is None else array[at]
-        array = getattr(value, "array", None)  # Batch, Rows of the whole batch
-        if array is None or len(array) != len(mask):
-            return None
-        return array[: len(rows)] if getattr(value, "repeated", False) else array[rows]
 
     def _within_of(self, value: Scattered | Held, scope: Scope, rows: np.ndarray):
         """Where ``scope``'s samples are among those of ``value`` (of an enclosing scope), or

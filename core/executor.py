@@ -694,10 +694,8 @@ class Executor:
                 scope = scope.parent
 
         def reads_arrays(node: OpNode, arg: str | None) -> bool:
-            if getattr(node.op, "reads_child_scopes", False):  # a merge
-                # its predicate: read by predicate_mask (on the GPU stage: BranchPlan); its
-                # inputs on the CPU: by _merge_sides, else compacted per sample
-                return arg == "predicate" or (arg is None and id(node) in batch_level)
+            if arg == "predicate" and getattr(node.op, "reads_child_scopes", False):
+                return True  # a merge's predicate: read by predicate_mask (GPU: BranchPlan)
             return id(node) in batch_level and node.op.reads_batch_arrays
 
         return frozenset(
@@ -807,27 +805,21 @@ class Executor:
         inputs = [values[x] for x in node.inputs]
         args = {k: values[x] for k, x in node.arg_nodes.items()} if node.arg_nodes else {}
         params = ws.params[node]
-        idx = rows = None  # conditionals: the operator sees only its branch's samples
+        idx = None  # conditionals: the operator sees only its branch's samples
         scope = node.scope
         if scope is not None:
-            idx, rows = ws.selections.of(scope, values, n)
-            if len(idx) == n:
-                idx = rows = None
-        op = node.op
-        merge = getattr(op, "reads_child_scopes", False)
-        merged = self._merge_sides(node, ws, inputs, rows) if merge else None
-        if merged is not None:
-            pass
-        elif idx is not None:
             selections = ws.selections
-            inputs = [selections.compact(v, scope) for v in inputs]
-            args = {k: selections.compact(v, scope) for k, v in args.items()}
-            params = compact(params, idx)
-        elif merge:  # (per sample, over the whole batch: a branch's value as a whole list)
-            inputs = [v.samples() if isinstance(v, Held) else v for v in inputs]
+            idx, rows = selections.of(scope, values, n)
+            if len(idx) < n:
+                inputs = [selections.compact(v, scope) for v in inputs]
+                args = {k: selections.compact(v, scope) for k, v in args.items()}
+                params = compact(params, idx)
+            else:
+                idx = None
+        op = node.op
         start = perf_counter()
         try:
-            outs = op.run_batch_cpu(inputs, args, params) if merged is None else (merged,)
+            outs = op.run_batch_cpu(inputs, args, params)
         except BaseException as e:  # the sample named by the operator, else the first
             i = int(getattr(e, "sample_index", 0))
             i = idx[i] if idx is not None and i < len(idx) else i
@@ -857,28 +849,6 @@ class Executor:
                 ws.dense[out] = _DenseBatch.of(vals)
                 vals = Rows(row_views(vals), vals)
             values[out] = vals if isinstance(vals, Rows) else list(vals)
-
-    @staticmethod
-    def _merge_sides(node: OpNode, ws: Workspace, inputs: list, rows: np.ndarray | None):
-        """A CPU merge (``reads_child_scopes``) whose two inputs are arrays over their own
-        sides' samples (the predicate's true and false samples of the merge's scope): the
-        merged batch as one array (``ConditionalMerge.merge_arrays``), else None (the
-        per-sample merge, of the inputs over the merge's samples). One interleave instead
-        of two lists of the scope's samples and a Python step per sample."""
-        merge_arrays = getattr(node.op, "merge_arrays", None)
-        pred = node.arg_nodes.get("predicate")
-        if merge_arrays is None or pred is None or len(inputs) != 2:
-            return None
-        sel, values, n = ws.selections, ws.values, ws.batch_size
-        sides = []
-        for value, branch in zip(inputs, (True, False), strict=True):
-            mask, at = sel.side(node.scope, pred, branch, values, n)
-            arr = sel.rows_at(value, mask, at)
-            if arr is None:
-                return None
-            sides.append(arr)
-        p = sel.side(node.scope, pred, True, values, n)[0]
-        return merge_arrays(sides[0], sides[1], p if rows is None else p[rows])
 
     def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
         """``used(dn, inside)``: whether anything but the operators ``inside`` (their ids)

@@ -65,23 +65,6 @@ class ConditionalMerge(Operator):
         self._check(_describe(t), _describe(f))
         return ([t[i] if pred[i] else f[i] for i in range(len(pred))],)
 
-    def merge_arrays(self, t: np.ndarray, f: np.ndarray, pred: np.ndarray) -> np.ndarray | None:
-        """CPU, a branch's values as one array each, ``t`` over the samples whose predicate
-        holds, ``f`` over the others (as the GPU stage gives them; ``pred``: a bool array
-        over the merge's samples): the merged batch as one array, the rows of ``t`` and
-        ``f`` interleaved; None where the two differ in sample shape (the executor goes
-        per sample then, :meth:`run_batch_cpu`). Types are checked as per sample."""
-        self._check(
-            (t.dtype, t.ndim - 1) if len(t) else None, (f.dtype, f.ndim - 1) if len(f) else None
-        )
-        like = t if len(t) else f
-        if not len(like) or (len(t) and len(f) and t.shape[1:] != f.shape[1:]):
-            return None
-        out = np.empty((len(pred), *like.shape[1:]), like.dtype)
-        out[pred] = t
-        out[~pred] = f
-        return out
-
     def run_batch(self, inputs, args, params, stream):
         """GPU: per sample, the pointer, shape and strides of the chosen branch's value. The
         GPU stage gives ``t`` for the samples whose predicate holds and ``f`` for the others
