@@ -329,6 +329,18 @@ class Executor:
         self._segments = self._split_segments()
         self._array_only = self._arrays_only()
         batch_level = {id(nodes[0]) for is_batch, nodes in self._segments if is_batch}
+        # batch-level constants whose outputs are array-only: (id, batch size) -> outputs
+        self._same: set[int] = {
+            id(node)
+            for node in self.cpu_ops
+            if id(node) in batch_level
+            and node.op.same_each_batch
+            and not node.inputs
+            and not node.arg_nodes
+            and node.scope is None
+            and all(id(dn) in self._array_only for dn in node.outputs)
+        }
+        self._kept: dict[tuple[int, int], list] = {}
         self._per_sample_outputs = [
             dn for node in self.cpu_ops if id(node) not in batch_level for dn in node.outputs
         ]
@@ -802,6 +814,12 @@ class Executor:
         scope's next operators take that as it is (``_conditionals.compact``)."""
         n = ws.batch_size
         values = ws.values
+        if id(node) in self._same:  # (a constant: made once per batch size)
+            kept = self._kept.get((id(node), n))
+            if kept is not None:
+                for out, value in zip(node.outputs, kept, strict=True):
+                    values[out] = value
+                return
         inputs = [values[x] for x in node.inputs]
         args = {k: values[x] for k, x in node.arg_nodes.items()} if node.arg_nodes else {}
         params = ws.params[node]
@@ -849,6 +867,10 @@ class Executor:
                 ws.dense[out] = _DenseBatch.of(vals)
                 vals = Rows(row_views(vals), vals)
             values[out] = vals if isinstance(vals, Rows) else list(vals)
+        if id(node) in self._same and all(isinstance(values[x], Batch) for x in node.outputs):
+            for x in node.outputs:
+                values[x].array.setflags(write=False)  # (shared by the iterations)
+            self._kept[(id(node), n)] = [values[x] for x in node.outputs]
 
     def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
         """``used(dn, inside)``: whether anything but the operators ``inside`` (their ids)

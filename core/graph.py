@@ -351,6 +351,10 @@ class Operator:
             argument inputs only through ``len``, ``x[i]`` and ``operators/_small.stack``: a
             :class:`Batch` does, so an output that only such operators take is kept as one
             array, with no per-sample list (``Executor._array_only``).
+        same_each_batch: (batch-level CPU operators without inputs) ``run_batch_cpu`` gives the
+            same values in every iteration of one batch size (a constant): an output that only
+            operators reading whole arrays take is made once per batch size, read-only, and
+            shared by the iterations (``Executor._run_batch_level``).
         concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
             each on its own stream. The GPU stage runs any other mixed operator in the lanes
             too, one call at a time (``executor_gpu.py``).
@@ -371,6 +375,7 @@ class Operator:
     holds_gil: bool = False
     dense_inputs: bool = False
     reads_batch_arrays: bool = False
+    same_each_batch: bool = False
     concurrent_batches: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)

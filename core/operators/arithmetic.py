@@ -400,7 +400,8 @@ def _evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
         values.append(v)
         shapes.append(v.shape)
     out = values[-1]
-    return out if out.flags.c_contiguous else out.copy()  # (ascontiguousarray makes 0-d 1-d)
+    # a new writeable array (not an input kept as it is: a read-only constant batch)
+    return out if out.flags.c_contiguous and out.flags.writeable else out.copy()
 
 
 # --- layouts --------------------------------------------------------------------------------------
