@@ -389,14 +389,15 @@ ABSENT = Absent()
 class Scattered(list):
     """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
     for the samples outside the scope), which also keeps what the operator gave for its
-    samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
+    samples (``part``, a ``graph.Rows``, or a ``graph.Batch`` for an array: its rows' list
+    is made only if a CPU operator of the scope takes it) and their positions (``idx``, the scope's
     :meth:`Selections.of` list; ``rows``, the same as an int array). The scope's next
     operators take ``part`` as it is, and those of nested scopes its rows
     (:meth:`Selections.compact`): no list made again, no samples stacked again."""
 
     __slots__ = ("idx", "rows", "part")
 
-    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows):
+    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows | Batch):
         super().__init__(samples)
         self.idx = idx
         self.rows = rows
@@ -535,7 +536,8 @@ def compact(value, idx: list[int], rows: np.ndarray | None = None):
         return Batch(value.array[rows if rows is not None else idx])
     if isinstance(value, list):
         if isinstance(value, Scattered) and value.idx is idx:
-            return value.part
+            part = value.part  # (a Batch: its rows' list made now, for who wants one)
+            return part if isinstance(part, Rows) else Rows(list(part.array), part.array)
         if isinstance(value, Repeated) and len(value):
             return Repeated(value[:1] * len(idx), value.array[: len(idx)])
         samples = [value[j] for j in idx]

@@ -857,7 +857,7 @@ class Executor:
             if idx is not None:  # back to the batch's positions
                 part = vals if isinstance(vals, Rows) else None
                 if isinstance(vals, np.ndarray):  # (its rows as iterating it gives them)
-                    part = vals = Rows(vals, vals)
+                    part = Batch(vals)
                 full = [None] * n
                 for j, v in zip(idx, vals, strict=True):
                     full[j] = v
