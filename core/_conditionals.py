@@ -468,9 +468,32 @@ class Selections:
         same objects all iteration (:meth:`compact` knows its scope's own values by them)."""
         sel = self._of.get(scope)
         if sel is None:
-            rows = self._mask(scope, values, n).nonzero()[0]  # (np.flatnonzero: 4x the cost)
+            rows = self._from_parent(scope, values, n)
+            if rows is None:
+                rows = self._mask(scope, values, n).nonzero()[0]  # (np.flatnonzero: 4x)
             sel = self._of[scope] = (rows.tolist(), rows)
         return sel
+
+    def _from_parent(self, scope: Scope, values: dict, n: int) -> np.ndarray | None:
+        """``scope``'s positions picked from its parent's by a predicate held as a bool array
+        over the parent's samples (a ``Held`` made in the parent scope; a ``graph.Batch`` of
+        the whole batch at the top): no (n,) masks (AutoAugment's and TrivialAugment's ~25
+        scopes a batch). None for any other predicate."""
+        pred = values[scope.predicate]
+        parent = scope.parent
+        if isinstance(pred, Held) and parent is not None:
+            pidx, prows = self.of(parent, values, n)
+            if pred.idx is not pidx:
+                return None
+        elif isinstance(pred, Batch) and parent is None:
+            prows = None
+        else:
+            return None
+        part = pred.array
+        if part.dtype != np.bool_ or part.ndim != 1:
+            return None
+        picked = part if scope.branch else ~part
+        return picked.nonzero()[0] if prows is None else prows[picked]
 
     def _mask(self, scope: Scope, values: dict, n: int) -> np.ndarray:
         """:meth:`Scope.mask`, each predicate's and scope's made once per iteration."""
@@ -508,7 +531,11 @@ class Selections:
         try:
             return self._within[key]
         except KeyError:
-            at = self._within[key] = _positions(value.rows, self._masks[scope], len(rows))
+            mask = self._masks.get(scope)
+            if mask is None:  # (of() picked the rows from the parent's: the mask from them)
+                mask = self._masks[scope] = np.zeros(len(value), bool)
+                mask[rows] = True
+            at = self._within[key] = _positions(value.rows, mask, len(rows))
             return at
 
 
