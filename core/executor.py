@@ -65,6 +65,26 @@ class Workspace:
     selections: Selections = field(default_factory=Selections)
 
 
+_ARRAYS = (np.ndarray, Rows)  # what a batch-level operator gives as one array
+
+
+class _BatchLevelSpec:
+    """What ``Executor._run_batch_level`` reads of a node on every call, worked out once
+    (the graph does not change once built): ~65-100 calls a batch in the automatic
+    augmentations, where each attribute and set lookup counts."""
+
+    __slots__ = ("inputs", "args", "outputs", "array_only", "same", "name", "info")
+
+    def __init__(self, node: OpNode, array_only: frozenset[int], same: set[int]):
+        self.inputs = tuple(node.inputs)
+        self.args = tuple(node.arg_nodes.items())
+        self.outputs = tuple(node.outputs)
+        self.array_only = tuple(id(dn) in array_only for dn in node.outputs)
+        self.same = id(node) in same
+        self.name = node.name
+        self.info = (node.op.schema, "cpu")
+
+
 class _DenseBatch:
     """The batch buffer of one CPU output: samples are copied in as they finish (see
     ``Executor._to_dense``); ``ragged`` once a sample's shape or dtype differs."""
@@ -341,6 +361,7 @@ class Executor:
             and all(id(dn) in self._array_only for dn in node.outputs)
         }
         self._kept: dict[tuple[int, int], list] = {}
+        self._specs: dict[OpNode, _BatchLevelSpec] = {}
         self._per_sample_outputs = [
             dn for node in self.cpu_ops if id(node) not in batch_level for dn in node.outputs
         ]
@@ -811,17 +832,21 @@ class Executor:
 
         An output of an operator in a scope is held whole (None outside the scope), as a
         ``Scattered`` list that also keeps the operator's own output for its samples: the
-        scope's next operators take that as it is (``_conditionals.compact``)."""
+        scope's next operators take that as it is (``_conditionals.compact``); an array-only
+        output (:meth:`_arrays_only`) as one array, ``graph.Batch`` / ``_conditionals.Held``."""
+        spec = self._specs.get(node)
+        if spec is None:
+            spec = self._specs[node] = _BatchLevelSpec(node, self._array_only, self._same)
         n = ws.batch_size
         values = ws.values
-        if id(node) in self._same:  # (a constant: made once per batch size)
+        if spec.same:  # (a constant: made once per batch size)
             kept = self._kept.get((id(node), n))
             if kept is not None:
                 for out, value in zip(node.outputs, kept, strict=True):
                     values[out] = value
                 return
-        inputs = [values[x] for x in node.inputs]
-        args = {k: values[x] for k, x in node.arg_nodes.items()} if node.arg_nodes else {}
+        inputs = [values[x] for x in spec.inputs]
+        args = {k: values[x] for k, x in spec.args} if spec.args else {}
         params = ws.params[node]
         idx = None  # conditionals: the operator sees only its branch's samples
         scope = node.scope
@@ -830,8 +855,10 @@ class Executor:
             idx, rows = selections.of(scope, values, n)
             if len(idx) < n:
                 inputs = [selections.compact(v, scope) for v in inputs]
-                args = {k: selections.compact(v, scope) for k, v in args.items()}
-                params = compact(params, idx)
+                if args:
+                    args = {k: selections.compact(v, scope) for k, v in args.items()}
+                if params is not None:
+                    params = compact(params, idx)
             else:
                 idx = None
         op = node.op
@@ -842,14 +869,13 @@ class Executor:
             i = int(getattr(e, "sample_index", 0))
             i = idx[i] if idx is not None and i < len(idx) else i
             raise _sample_error(e, node, i, ws) from None
-        end = perf_counter()
-        call = (node.name, start, end, n, (op.schema, "cpu"))
+        call = (spec.name, start, perf_counter(), n, spec.info)
         if timed is not None:
             timed.append(call)
         else:
             self.profiler.add_op_calls([call], "operator")
-        for out, vals in zip(node.outputs, outs, strict=True):
-            if id(out) in self._array_only and isinstance(vals, np.ndarray | Rows):
+        for out, array_only, vals in zip(spec.outputs, spec.array_only, outs, strict=True):
+            if array_only and isinstance(vals, _ARRAYS):
                 rep = isinstance(vals, Repeated)
                 arr = vals.array if isinstance(vals, Rows) else vals
                 values[out] = Batch(arr, rep) if idx is None else Held(arr, idx, rows, n)
@@ -867,10 +893,10 @@ class Executor:
                 ws.dense[out] = _DenseBatch.of(vals)
                 vals = Rows(row_views(vals), vals)
             values[out] = vals if isinstance(vals, Rows) else list(vals)
-        if id(node) in self._same and all(isinstance(values[x], Batch) for x in node.outputs):
-            for x in node.outputs:
+        if spec.same and all(isinstance(values[x], Batch) for x in spec.outputs):
+            for x in spec.outputs:
                 values[x].array.setflags(write=False)  # (shared by the iterations)
-            self._kept[(id(node), n)] = [values[x] for x in node.outputs]
+            self._kept[(id(node), n)] = [values[x] for x in spec.outputs]
 
     def _used_outside(self) -> Callable[[DataNode, set[int]], bool]:
         """``used(dn, inside)``: whether anything but the operators ``inside`` (their ids)
