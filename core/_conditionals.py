@@ -514,10 +514,10 @@ class Selections:
         the positions worked out once per value scope and scope)."""
         idx, rows = self._of[scope]
         if isinstance(value, Held):
-            if value.idx is idx:
-                return Batch(value.array)
+            if value.idx is idx:  # (an operator reading whole arrays takes them as they are)
+                return value.array
             at = self._within_of(value, scope, rows)
-            return value.take(idx) if at is None else Batch(value.array[at])
+            return value.take(idx) if at is None else value.array[at]
         if not isinstance(value, Scattered) or value.idx is idx:
             return compact(value, idx, rows)
         at = self._within_of(value, scope, rows)
@@ -557,10 +557,10 @@ def compact(value, idx: list[int], rows: np.ndarray | None = None):
     positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
-    if isinstance(value, Batch):  # (array-only: the rows, as one array again)
+    if isinstance(value, Batch):  # (array-only: the rows, as the array its readers take)
         if value.repeated:
-            return Batch(value.array[: len(idx)], True)
-        return Batch(value.array[rows if rows is not None else idx])
+            return value.array[: len(idx)]
+        return value.array[rows if rows is not None else idx]
     if isinstance(value, list):
         if isinstance(value, Scattered) and value.idx is idx:
             part = value.part  # (a Batch: its rows' list made now, for who wants one)

@@ -57,7 +57,8 @@ class Repeated(Rows):
 class Batch:
     """The samples of a batch-level operator's output as the rows of one array, with no list
     of them: what the CPU stage keeps of an output that only operators reading whole arrays
-    take (``Operator.reads_batch_arrays``; ``Executor._array_only``), and what they get. It
+    take (``Operator.reads_batch_arrays``; ``Executor._array_only``); they get its rows as
+    a plain array (``_conditionals.compact``), or the Batch itself outside conditionals. It
     reads as a sequence of its rows (``len``, ``x[i]``, iteration: the per-sample fallbacks
     of ``operators/_small.py``); ``array`` as in :class:`Rows`. ``repeated``: every row is
     the same sample (a constant's batch), so any selection is the first rows. Building the
@@ -349,8 +350,9 @@ class Operator:
             as ``inputs[k].array`` when every sample fitted (``graph.Rows``).
         reads_batch_arrays: (batch-level CPU operators) ``run_batch_cpu`` reads its inputs and
             argument inputs only through ``len``, ``x[i]`` and ``operators/_small.stack``: a
-            :class:`Batch` does, so an output that only such operators take is kept as one
-            array, with no per-sample list (``Executor._array_only``).
+            :class:`Batch` or a plain array (its rows) does, so an output that only such
+            operators take is kept as one array, with no per-sample list
+            (``Executor._array_only``).
         same_each_batch: (batch-level CPU operators without inputs) ``run_batch_cpu`` gives the
             same values in every iteration of one batch size (a constant): an output that only
             operators reading whole arrays take is made once per batch size, read-only, and
