@@ -269,6 +269,11 @@ def _close_all() -> None:
         ex.close()
 
 
+def _draws_params(op: Operator) -> bool:
+    """Whether ``op`` has a ``batch_params`` of its own (the base one gives None)."""
+    return type(op).batch_params is not Operator.batch_params or "batch_params" in vars(op)
+
+
 def _takes_from(node: OpNode, producers: list[OpNode]) -> bool:
     """Whether an input or argument input of ``node`` is an output of one of ``producers``."""
     made = set(producers)
@@ -395,6 +400,13 @@ class Executor:
         )
         self._ahead: Workspace | None = None  # the next iteration, drawn
         self._source_info_ops = [n for n in self.cpu_ops if getattr(n.op, "needs_source_info", 0)]
+        # the operators that draw parameters (batch_params of their own), in graph order; the
+        # others' are None (~80 calls a batch fewer in the automatic augmentations)
+        self._drawing_cpu = [n for n in self.cpu_ops if _draws_params(n.op)]
+        self._drawing_gpu = [n for n in self.gpu_ops if _draws_params(n.op)]
+        self._paramless = tuple(
+            n for n in (*self.cpu_ops, *self.gpu_ops) if not _draws_params(n.op)
+        )
         # CPU batches the workers pack into one array as samples finish: the pipeline's CPU
         # outputs, and the inputs of GPU-stage operators that take a whole batch (.gpu())
         self._cpu_outputs = {x for x in self.outputs if x.device == "cpu"}
@@ -1026,7 +1038,8 @@ class Executor:
         ws = Workspace(self._iteration, n)
         self._iteration += 1
         source_info: list[str] | None = None
-        for node in self.cpu_ops:
+        ws.params = dict.fromkeys(self._paramless)  # (their batch_params: None, not called)
+        for node in self._drawing_cpu:
             params = params_of[node] if node in params_of else node.op.batch_params(n)
             if node.op.is_reader and params is not None and len(params) != n:
                 raise PipelineError(
@@ -1039,7 +1052,7 @@ class Executor:
         ws.source_info = source_info or [""] * n
         for node in self._source_info_ops:  # fn.get_property(key="source_info")
             ws.params[node] = list(ws.source_info)
-        for node in self.gpu_ops:  # their random numbers too, in order, before the snapshot
+        for node in self._drawing_gpu:  # their random numbers too, in order, before the snapshot
             ws.params[node] = node.op.batch_params(n)
         if self.snapshot is not None:
             ws.state = self.snapshot()
