@@ -490,7 +490,8 @@ class Selections:
         else:
             return None
         part = pred.array
-        if part.dtype != np.bool_ or part.ndim != 1:
+        count = n if prows is None else len(prows)
+        if part.dtype != np.bool_ or part.ndim != 1 or len(part) != count:
             return None
         picked = part if scope.branch else ~part
         return picked.nonzero()[0] if prows is None else prows[picked]
