@@ -722,8 +722,9 @@ class Executor:
         reading whole arrays take (``Operator.reads_batch_arrays``), or merges as their
         predicate (read by ``_conditionals.predicate_mask``, on the GPU stage too): not a
         pipeline output, nor a predicate of a scope with a per-sample CPU operator (read per
-        sample: ``Scope.selects``), nor anything else a GPU or per-sample operator takes. :meth:`_run_batch_level` keeps such an output as
-        one array (``graph.Batch``, ``_conditionals.Held``), with no per-sample list."""
+        sample: ``Scope.selects``), nor anything else a GPU or per-sample operator takes.
+        :meth:`_run_batch_level` keeps such an output as one array (``graph.Batch``,
+        ``_conditionals.Held``), with no per-sample list."""
         batch_level = {id(nodes[0]) for is_batch, nodes in self._segments if is_batch}
         takers: dict[int, list[tuple[OpNode, str | None]]] = {}
         kept = {id(dn) for dn in self.outputs}
