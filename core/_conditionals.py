@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .graph import DataNode, Repeated, Rows, current_pipeline
+from .graph import Batch, DataNode, Repeated, Rows, current_pipeline
 
 __all__ = ["Scope", "UNDEFINED", "and_", "convert", "if_stmt", "not_", "or_"]
 
@@ -137,6 +137,12 @@ def predicate_mask(samples, n: int) -> np.ndarray:
         m = np.zeros(n, bool)
         m[samples.rows] = samples.part.array
         return m
+    if isinstance(samples, Held):  # (array-only: Executor._arrays_only)
+        if samples.array.ndim == 1:
+            m = np.zeros(n, bool)
+            m[samples.rows] = samples.array
+            return m
+        samples = samples.samples()
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
         if m.shape == (n,):
@@ -383,18 +389,61 @@ ABSENT = Absent()
 class Scattered(list):
     """The CPU value of a batch-level operator run in a scope: the whole batch's list (None
     for the samples outside the scope), which also keeps what the operator gave for its
-    samples (``part``, a ``graph.Rows``) and their positions (``idx``, the scope's
+    samples (``part``, a ``graph.Rows``, or a ``graph.Batch`` for an array: its rows' list
+    is made only if a CPU operator of the scope takes it) and their positions (``idx``, the scope's
     :meth:`Selections.of` list; ``rows``, the same as an int array). The scope's next
     operators take ``part`` as it is, and those of nested scopes its rows
     (:meth:`Selections.compact`): no list made again, no samples stacked again."""
 
     __slots__ = ("idx", "rows", "part")
 
-    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows):
+    def __init__(self, samples: list, idx: list[int], rows: np.ndarray, part: Rows | Batch):
         super().__init__(samples)
         self.idx = idx
         self.rows = rows
         self.part = part
+
+
+class Held:
+    """The array-only value (:class:`graph.Batch`) of a batch-level operator run in a scope:
+    ``array``'s rows are the samples at positions ``idx`` (the scope's :meth:`Selections.of`
+    list; ``rows``, the same as an int array) of a batch of ``n``, the others took no part.
+    Only operators reading whole arrays take it, through :meth:`Selections.compact`: no
+    per-sample list, neither of its rows nor of the whole batch. Read per sample (``x[i]``,
+    ``len``, iteration: the batch's ``n`` samples, None outside the scope, as a
+    :class:`Scattered` list) it makes that list once."""
+
+    __slots__ = ("array", "idx", "rows", "n", "_full")
+
+    def __init__(self, array: np.ndarray, idx: list[int], rows: np.ndarray, n: int):
+        self.array = array
+        self.idx = idx
+        self.rows = rows
+        self.n = n
+        self._full = None
+
+    def samples(self) -> list:
+        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it."""
+        full = [None] * self.n
+        for j, v in zip(self.idx, self.array, strict=True):
+            full[j] = v
+        return full
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if self._full is None:
+            self._full = self.samples()
+        return self._full[i]
+
+    def __iter__(self):
+        return iter(self.samples())
+
+    def take(self, indices) -> list:
+        """The samples ``indices`` of the whole batch (a skipped sample's replacement)."""
+        full = self.samples()
+        return [full[j] for j in indices]
 
 
 class Selections:
@@ -419,9 +468,33 @@ class Selections:
         same objects all iteration (:meth:`compact` knows its scope's own values by them)."""
         sel = self._of.get(scope)
         if sel is None:
-            rows = self._mask(scope, values, n).nonzero()[0]  # (np.flatnonzero: 4x the cost)
+            rows = self._from_parent(scope, values, n)
+            if rows is None:
+                rows = self._mask(scope, values, n).nonzero()[0]  # (np.flatnonzero: 4x)
             sel = self._of[scope] = (rows.tolist(), rows)
         return sel
+
+    def _from_parent(self, scope: Scope, values: dict, n: int) -> np.ndarray | None:
+        """``scope``'s positions picked from its parent's by a predicate held as a bool array
+        over the parent's samples (a ``Held`` made in the parent scope; a ``graph.Batch`` of
+        the whole batch at the top): no (n,) masks (AutoAugment's and TrivialAugment's ~25
+        scopes a batch). None for any other predicate."""
+        pred = values[scope.predicate]
+        parent = scope.parent
+        if isinstance(pred, Held) and parent is not None:
+            pidx, prows = self.of(parent, values, n)
+            if pred.idx is not pidx:
+                return None
+        elif isinstance(pred, Batch) and parent is None:
+            prows = None
+        else:
+            return None
+        part = pred.array
+        count = n if prows is None else len(prows)
+        if part.dtype != np.bool_ or part.ndim != 1 or len(part) != count:
+            return None
+        picked = part if scope.branch else ~part
+        return picked.nonzero()[0] if prows is None else prows[picked]
 
     def _mask(self, scope: Scope, values: dict, n: int) -> np.ndarray:
         """:meth:`Scope.mask`, each predicate's and scope's made once per iteration."""
@@ -441,15 +514,30 @@ class Selections:
         :class:`Scattered` value of an enclosing scope gives its part's rows (one fancy index,
         the positions worked out once per value scope and scope)."""
         idx, rows = self._of[scope]
+        if isinstance(value, Held):
+            if value.idx is idx:  # (an operator reading whole arrays takes them as they are)
+                return value.array
+            at = self._within_of(value, scope, rows)
+            return value.take(idx) if at is None else value.array[at]
         if not isinstance(value, Scattered) or value.idx is idx:
             return compact(value, idx, rows)
-        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
-        try:
-            at = self._within[key]
-        except KeyError:
-            at = self._within[key] = _positions(value.rows, self._masks[scope], len(rows))
+        at = self._within_of(value, scope, rows)
         samples = [value[j] for j in idx]
         return samples if at is None else Rows(samples, value.part.array[at])
+
+    def _within_of(self, value: Scattered | Held, scope: Scope, rows: np.ndarray):
+        """Where ``scope``'s samples are among those of ``value`` (of an enclosing scope), or
+        None (:func:`_positions`), worked out once per value scope and scope."""
+        key = (id(value.idx), scope)  # (the idx lists live as long as the iteration)
+        try:
+            return self._within[key]
+        except KeyError:
+            mask = self._masks.get(scope)
+            if mask is None:  # (of() picked the rows from the parent's: the mask from them)
+                mask = self._masks[scope] = np.zeros(len(value), bool)
+                mask[rows] = True
+            at = self._within[key] = _positions(value.rows, mask, len(rows))
+            return at
 
 
 def _positions(held: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray | None:
@@ -470,9 +558,14 @@ def compact(value, idx: list[int], rows: np.ndarray | None = None):
     positions gives its part."""
     if value is None or isinstance(value, Absent):
         return value
+    if isinstance(value, Batch):  # (array-only: the rows, as the array its readers take)
+        if value.repeated:
+            return value.array[: len(idx)]
+        return value.array[rows if rows is not None else idx]
     if isinstance(value, list):
         if isinstance(value, Scattered) and value.idx is idx:
-            return value.part
+            part = value.part  # (a Batch: its rows' list made now, for who wants one)
+            return part if isinstance(part, Rows) else Rows(list(part.array), part.array)
         if isinstance(value, Repeated) and len(value):
             return Repeated(value[:1] * len(idx), value.array[: len(idx)])
         samples = [value[j] for j in idx]

@@ -54,6 +54,40 @@ class Repeated(Rows):
     its first rows (``_conditionals.compact``), no fancy index needed."""
 
 
+class Batch:
+    """The samples of a batch-level operator's output as the rows of one array, with no list
+    of them: what the CPU stage keeps of an output that only operators reading whole arrays
+    take (``Operator.reads_batch_arrays``; ``Executor._array_only``); they get its rows as
+    a plain array (``_conditionals.compact``), or the Batch itself outside conditionals. It
+    reads as a sequence of its rows (``len``, ``x[i]``, iteration: the per-sample fallbacks
+    of ``operators/_small.py``); ``array`` as in :class:`Rows`. ``repeated``: every row is
+    the same sample (a constant's batch), so any selection is the first rows. Building the
+    per-sample list and taking it apart again cost ~10-20 us per operator and batch
+    (BENCHMARKS.md, "The CPU stage without per-sample lists")."""
+
+    __slots__ = ("array", "repeated")
+
+    def __init__(self, array: np.ndarray, repeated: bool = False):
+        self.array = array
+        self.repeated = repeated
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i):
+        return self.array[i]
+
+    def __iter__(self):
+        return iter(self.array)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array if dtype is None else self.array.astype(dtype)
+
+    def take(self, indices) -> list:
+        """The samples ``indices`` as a list (a skipped sample's replacement)."""
+        return [self.array[j, ...] for j in indices]
+
+
 class Skipped:
     """What ``run_batch`` returns when it dropped samples (``on_error="skip"``): its outputs, in
     which the dropped samples hold anything, and ``samples`` = {sample index: error message}."""
@@ -314,6 +348,15 @@ class Operator:
         dense_inputs: (GPU-stage operators) its CPU inputs are best given as one batch array:
             the CPU workers pack each sample into it as it finishes, and ``run_batch`` finds it
             as ``inputs[k].array`` when every sample fitted (``graph.Rows``).
+        reads_batch_arrays: (batch-level CPU operators) ``run_batch_cpu`` reads its inputs and
+            argument inputs only through ``len``, ``x[i]`` and ``operators/_small.stack``: a
+            :class:`Batch` or a plain array (its rows) does, so an output that only such
+            operators take is kept as one array, with no per-sample list
+            (``Executor._array_only``).
+        same_each_batch: (batch-level CPU operators without inputs) ``run_batch_cpu`` gives the
+            same values in every iteration of one batch size (a constant): an output that only
+            operators reading whole arrays take is made once per batch size, read-only, and
+            shared by the iterations (``Executor._run_batch_level``).
         concurrent_batches: (mixed operators) ``run_batch`` may run in several lanes at once,
             each on its own stream. The GPU stage runs any other mixed operator in the lanes
             too, one call at a time (``executor_gpu.py``).
@@ -333,6 +376,8 @@ class Operator:
     process_safe: bool = False
     holds_gil: bool = False
     dense_inputs: bool = False
+    reads_batch_arrays: bool = False
+    same_each_batch: bool = False
     concurrent_batches: bool = False
     positional_args: tuple[str, ...] = ()  # arguments that may be given positionally (source)
     ops_name: str = ""  # the ``ops`` class name when it is not the CamelCase schema (TFRecord)

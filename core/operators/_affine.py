@@ -98,6 +98,7 @@ class TransformOp(Operator):
     """
 
     devices = ("cpu",)
+    reads_batch_arrays = True  # (run_batch_cpu, _batch_output: len, stack, per_sample)
     num_inputs = (0, 1)
     light = True  # a few microseconds of numpy per sample
 

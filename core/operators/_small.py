@@ -23,7 +23,10 @@ import numpy as np
 
 def stack(samples: Sequence) -> np.ndarray | None:
     """The samples as one ``(n, *shape)`` array, or None when they differ in shape or dtype
-    (or there are none). A batch handed on as one array (``graph.Rows``) is reused."""
+    (or there are none). A batch handed on as one array (``graph.Rows``, ``graph.Batch``,
+    or the array itself: the executor's array-only values) is reused."""
+    if type(samples) is np.ndarray:
+        return samples
     whole = getattr(samples, "array", None)
     if isinstance(whole, np.ndarray) and len(whole) == len(samples):
         return whole

@@ -377,6 +377,52 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray], is_quiet: bool = False)
         return _evaluate(steps, inputs)
 
 
+def _compiled(steps: tuple) -> tuple:
+    """A plan as ``_run_compiled`` runs it over whole batches: ``(code, dtype, payload)``
+    per step, the dtype made, a constant's array made once (read-only: an operation that
+    gives an operand back gives it back unchanged, and the result is copied if it is one),
+    and whether an operation's operands need the broadcast check (more than one)."""
+    out = []
+    for kind, dt_name, payload in steps:
+        dt = np.dtype(dt_name)
+        if kind == "load":
+            out.append((0, dt, payload))
+        elif kind == "const":
+            c = np.array(payload, dt)
+            c.setflags(write=False)
+            out.append((1, dt, c))
+        else:
+            op, arg_steps, arg_dts = payload
+            out.append((2, dt, (op, arg_steps, arg_dts, len(arg_steps) > 1)))
+    return tuple(out)
+
+
+def _run_compiled(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """:func:`_evaluate` of a :func:`_compiled` plan (same operations, same checks, same
+    result), without the per-step dtype lookups and constants made anew: the automatic
+    augmentations run ~20 such expressions a batch (BENCHMARKS.md, "The CPU stage without
+    per-sample lists")."""
+    values: list = []
+    for code, dt, payload in steps:
+        if code == 0:
+            v = np.asarray(inputs[payload])
+        elif code == 1:
+            v = payload
+        else:
+            op, arg_steps, arg_dts, several = payload
+            args = [values[k] for k in arg_steps]
+            if several:  # (0-d operands and equal shapes always broadcast)
+                shapes = [a.shape for a in args]
+                dims = set(shapes) - {()}
+                if len(dims) > 1:
+                    broadcast_shape(shapes)  # DALI's error, if any
+            v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
+        values.append(v)
+    out = values[-1]
+    # a new writeable array (not an input or a constant kept as it is)
+    return out if out.flags.c_contiguous and out.flags.writeable else out.copy()
+
+
 def _evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """:func:`evaluate` under whatever numpy error state the caller set."""
     values: list = []
@@ -400,7 +446,8 @@ def _evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
         values.append(v)
         shapes.append(v.shape)
     out = values[-1]
-    return out if out.flags.c_contiguous else out.copy()  # (ascontiguousarray makes 0-d 1-d)
+    # a new writeable array (not an input kept as it is: a read-only constant batch)
+    return out if out.flags.c_contiguous and out.flags.writeable else out.copy()
 
 
 # --- layouts --------------------------------------------------------------------------------------
@@ -442,6 +489,7 @@ class ArithmeticGenericOp(Operator):
     schema = SCHEMA
     devices = ("cpu", "gpu")
     num_inputs = (1, 64)
+    reads_batch_arrays = True  # (run_batch_cpu: len, stack, per_sample)
 
     def setup(self, *, expression=None) -> None:
         if not isinstance(expression, tuple) or expression[0] not in ARITY:
@@ -471,25 +519,34 @@ class ArithmeticGenericOp(Operator):
 
     def run_batch_cpu(self, inputs, args, params):
         n = len(inputs[0]) if inputs else 0
-        stacked = [_small.stack(x) for x in inputs]
-        if n and all(a is not None for a in stacked):
+        stacked = []
+        for x in inputs:
+            a = _small.stack(x)
+            if a is None:
+                break
+            stacked.append(a)
+        if n and len(stacked) == len(inputs):
             # each input's per-sample shape, right-aligned under the batch dimension, so
             # numpy broadcasts the samples as the per-sample path does
-            ndim = max(a.ndim for a in stacked)
+            ndim = max([a.ndim for a in stacked])
             aligned = [
                 a if a.ndim == ndim else a.reshape(n, *(1,) * (ndim - a.ndim), *a.shape[1:])
                 for a in stacked
             ]
-            dtypes = tuple(a.dtype for a in stacked)
+            dtypes = tuple([a.dtype for a in stacked])
             if self._cpu_plans_of is not self.expression:  # (fusion replaces it at build time)
                 self._cpu_plans, self._cpu_plans_of = {}, self.expression
             cached = self._cpu_plans.get(dtypes)
             if cached is None:
                 steps = self._steps(dtypes)
-                cached = self._cpu_plans[dtypes] = (steps, quiet(steps))
+                cached = self._cpu_plans[dtypes] = (_compiled(steps), quiet(steps))
             steps, is_quiet = cached
             try:
-                out = evaluate(steps, aligned, is_quiet)
+                if is_quiet:
+                    out = _run_compiled(steps, aligned)
+                else:
+                    with np.errstate(all="ignore"):  # integer wrap-around, division by zero
+                        out = _run_compiled(steps, aligned)
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:

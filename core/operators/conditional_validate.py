@@ -70,6 +70,7 @@ class ConditionalValidate(Operator):
     schema = "_conditional_validate"
     devices = ("cpu",)
     light = True
+    reads_batch_arrays = True  # (run_batch_cpu: len, stack, per_sample)
 
     def setup(self, *, expression_name="if", expression_side="") -> None:
         if expression_name not in ("if", "and", "or"):

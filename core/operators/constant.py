@@ -45,6 +45,7 @@ class Constant(Operator):
     devices = ("cpu", "gpu")
     num_inputs = (0, 0)
     light = True
+    same_each_batch = True  # (the executor may keep the batch of an array-only output)
 
     def setup(self, *, fdata=None, idata=None, shape=None, dtype=None, layout=None) -> None:
         f, i = _as_list(fdata, "fdata"), _as_list(idata, "idata")

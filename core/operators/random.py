@@ -48,15 +48,33 @@ def _scalar(v) -> float:
     return float(np.asarray(v).reshape(-1)[0]) if np.ndim(v) else float(v)
 
 
-class _Draws(list):
-    """The parameters ``batch_params`` drew for a batch, ``(numbers, seed)`` per sample, that
-    also keep the numbers as the one array they were drawn in (``pre``): the batch path
-    (``run_batch_cpu``) takes it instead of stacking the samples' numbers again. Anything
-    that reorders or subsets the parameters makes a plain list."""
+class _Draws:
+    """The parameters ``batch_params`` drew for a batch, ``(numbers, seed)`` per sample (as
+    ``x[i]``, ``len``, iteration and ``take``), made only when asked for: the batch path
+    (``run_batch_cpu``) takes the numbers as the one array they were drawn in (``pre``),
+    and making 128 pairs a batch it never reads cost ~15 us per operator (BENCHMARKS.md,
+    "The CPU stage without per-sample lists")."""
 
-    def __init__(self, samples, pre: np.ndarray):
-        super().__init__(samples)
+    __slots__ = ("pre", "seeds")
+
+    def __init__(self, pre: np.ndarray, seeds: list[int]):
         self.pre = pre
+        self.seeds = seeds
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.seeds)))]
+        return (self.pre[i], self.seeds[i])
+
+    def __iter__(self):
+        return zip(self.pre, self.seeds, strict=True)
+
+    def take(self, indices) -> list:
+        """The samples ``indices``' parameters, as a list (a conditional branch's)."""
+        return [(self.pre[j], self.seeds[j]) for j in indices]
 
 
 class _RandomBase(Operator):
@@ -88,8 +106,7 @@ class _RandomBase(Operator):
         seeds = self.rng.integers(0, 2**63 - 1, n, dtype=np.int64).tolist()
         if self._has_input:
             return [(None, s) for s in seeds]
-        pre = self._draw(self.rng, (n, *(self.shape or ())))
-        return _Draws(zip(pre, seeds, strict=True), pre)
+        return _Draws(self._draw(self.rng, (n, *(self.shape or ()))), seeds)
 
     def batch_level_in(self, node) -> bool:
         # Nothing per sample (no input, no argument input): the numbers drawn in batch_params

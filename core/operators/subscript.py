@@ -288,6 +288,7 @@ class TensorSubscript(Operator):
     schema = "tensor_subscript"
     devices = ("cpu", "gpu")
     arg_inputs = _ARG_NAMES
+    reads_batch_arrays = True  # (run_batch_cpu: len, stack, per_sample)
 
     @classmethod
     def accepted_args(cls) -> set[str]:
