@@ -88,12 +88,15 @@ class SampleList:
         of ``arr`` when it is not)."""
         if not arr.flags.c_contiguous:
             arr = cupy.ascontiguousarray(arr)
-        offsets, shapes, strides = _dense_layout(arr.shape, arr.strides, arr.itemsize)
+        offsets, shapes, strides, c_order = _dense_layout(arr.shape, arr.strides, arr.itemsize)
         # fresh arrays for every batch (copies of the memoised layout): nothing is shared
         ptrs = offsets + np.uint64(arr.data.ptr)
-        return cls.of_arrays(
+        out = cls.of_arrays(
             arr.dtype, ptrs, shapes.copy(), strides.copy(), arr, arr.device.id, dense=arr
         )
+        if c_order:  # (what ``kernels._batch.c_contiguous`` would find: it is not asked again)
+            out._c_order = True
+        return out
 
     @classmethod
     def from_arrays(cls, arrays: Sequence, device_id: int | None = None) -> SampleList:
@@ -230,8 +233,8 @@ class SampleList:
 
 @functools.lru_cache(maxsize=1024)
 def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
-    """(byte offsets of the samples (N,) uint64, shapes, strides (N, ndim) int64 in elements)
-    of the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU
+    """(byte offsets of the samples (N,) uint64, shapes, strides (N, ndim) int64 in elements,
+    whether those strides are C strides) of the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU
     stage wraps every operator's output this way, batch after batch (read-only: callers copy)."""
     n = shape[0]
     step = strides[0] if n else 0
@@ -242,7 +245,13 @@ def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
     el_strides[:] = [s // itemsize for s in strides[1:]]
     for a in (offsets, shapes, el_strides):
         a.flags.writeable = False
-    return offsets, shapes, el_strides
+    # whether the samples' strides are C strides (a dimension of 1 may have any stride in a
+    # C-contiguous array): ``kernels._batch.c_contiguous``'s answer for these samples
+    c_order, acc = True, 1
+    for extent, stride in zip(shape[:0:-1], strides[:0:-1], strict=True):
+        c_order = c_order and stride // itemsize == acc
+        acc *= extent
+    return offsets, shapes, el_strides, c_order
 
 
 def _contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:

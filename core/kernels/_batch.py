@@ -54,12 +54,20 @@ def uniform_rows(a: np.ndarray) -> bool:
 
 def c_contiguous(s) -> bool:
     """Whether every sample of a batch (``shapes`` / ``strides`` arrays) is C-contiguous:
-    for a batch of one shape and strides, one memoised comparison instead of array work."""
-    if not len(s):
+    for a batch of one shape and strides, one memoised comparison instead of array work.
+
+    A batch found so is marked (``_c_order``, as :func:`packed_batch` and
+    ``SampleList.from_dense`` mark theirs): a SampleList's arrays are never changed, and the
+    GPU stage asks again of the same batch (equalize, reductions, filter: ~4 us a call)."""
+    if not len(s) or getattr(s, "_c_order", False):
         return True
     if uniform_rows(s.shapes) and uniform_rows(s.strides):
-        return s.strides[0].tolist() == _c_row(tuple(s.shapes[0].tolist()))
-    return bool((s.strides == c_strides(s.shapes)).all())
+        found = s.strides[0].tolist() == _c_row(tuple(s.shapes[0].tolist()))
+    else:
+        found = bool((s.strides == c_strides(s.shapes)).all())
+    if found:
+        s._c_order = True
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
