@@ -34,7 +34,7 @@ import numpy as np
 
 from ._conditionals import Absent, Scattered, Scope, predicate_mask
 
-__all__ = ["BranchPlan", "held_in", "merge_gpu", "scatter_gpu"]
+__all__ = ["BranchPlan", "held_in", "merge_gpu", "node_holders", "scatter_gpu"]
 
 
 def held_in(dn) -> Scope | None:
@@ -44,6 +44,15 @@ def held_in(dn) -> Scope | None:
     if src is None or src.device == "cpu":
         return None
     return src.scope
+
+
+def node_holders(node) -> tuple[tuple, dict]:
+    """(:func:`held_in` of each of ``node``'s input nodes, {argument name: :func:`held_in` of
+    its node}): fixed by the graph, so the GPU stage works them out once per node."""
+    return (
+        tuple(held_in(x) for x in node.inputs),
+        {k: held_in(x) for k, x in node.arg_nodes.items()},
+    )
 
 
 def _positions(mask: np.ndarray) -> np.ndarray | None:
@@ -205,8 +214,11 @@ class BranchPlan:
         in an enclosing one, or a CPU list of the whole batch)."""
         if value is None or isinstance(value, Absent):
             return value
-        holder = held_in(x)
-        if holder is scope:
+        return self._bring(value, held_in(x), scope)
+
+    def _bring(self, value, holder: Scope | None, scope: Scope | None):
+        """:meth:`bring` of a value held in ``holder`` (``held_in`` of its node)."""
+        if holder is scope or value is None or isinstance(value, Absent):
             return value
         pos = self.positions(scope, holder)
         if pos is None:
@@ -215,9 +227,13 @@ class BranchPlan:
             return [value[j] for j in pos.tolist()]
         return value.take(pos)
 
-    def gather(self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None):
+    def gather(
+        self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None, holders=None
+    ):
         """``node``'s inputs, argument inputs and parameters over its samples (``rows``, from
         :meth:`samples`): one ``take`` per GPU input held in another scope, none per sample.
+        ``holders``: (``held_in`` of each input node, {argument name: ``held_in`` of its
+        node}), the same every iteration (:func:`holders`), or None to work them out.
 
         A merge's two inputs are taken over the samples of its scope that chose the true
         branch and those that chose the false one (ABSENT stays ABSENT); its ``predicate``
@@ -262,8 +278,10 @@ class BranchPlan:
             args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
             args["predicate"] = pred if rows is None else pred[rows]
         else:
-            inputs = [self.bring(x, v, scope) for x, v in zip(node.inputs, inputs, strict=True)]
-            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            in_held, arg_held = holders or node_holders(node)
+            bring = self._bring
+            inputs = [bring(v, h, scope) for v, h in zip(inputs, in_held, strict=True)]
+            args = {k: bring(v, arg_held[k], scope) for k, v in args.items()}
         if rows is not None and params is not None:  # per-sample parameters, drawn per batch
             params = (
                 params[rows]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from time import perf_counter
 
 from ._conditionals import ABSENT, Absent
-from ._gpu_branches import BranchPlan
+from ._gpu_branches import BranchPlan, node_holders
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error, cpu_output, replace_skipped
 from .graph import DataNode, LaneContext, OpNode, Skipped
@@ -55,7 +55,8 @@ def _node_step(node: OpNode) -> tuple:
     """What the GPU stage's loop reads of ``node`` every iteration, worked out once (the graph
     does not change after the build): (operator, input nodes, argument (name, node) pairs,
     whether it runs through the branch plan (it is in a branch, or reads the branches' values),
-    output nodes, the profiler's (schema, device))."""
+    output nodes, the profiler's (schema, device), where its inputs are held (``node_holders``)
+    or None outside the branches)."""
     op = node.op
     branched = node.scope is not None or bool(getattr(op, "reads_child_scopes", False))
     return (
@@ -65,6 +66,7 @@ def _node_step(node: OpNode) -> tuple:
         branched,
         tuple(node.outputs),
         (op.schema, op.device),
+        node_holders(node) if branched else None,
     )
 
 
@@ -202,7 +204,7 @@ class GpuStage:
             step = node.__dict__.get("_gpu_step")
             if step is None:
                 step = node._gpu_step = _node_step(node)
-            op, in_nodes, arg_items, branched, outputs, info = step
+            op, in_nodes, arg_items, branched, outputs, info, holders = step
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
             # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
             params = all_params[node]
@@ -215,7 +217,7 @@ class GpuStage:
                     for dn in outputs:
                         values[dn] = ABSENT
                     continue
-                inputs, args, params = plan.gather(node, inputs, args, params, idx)
+                inputs, args, params = plan.gather(node, inputs, args, params, idx, holders)
             start = perf_counter() if profiled else 0.0
             serial = self._serial.get(id(node))
             try:
