@@ -88,9 +88,16 @@ class SampleList:
         of ``arr`` when it is not)."""
         if not arr.flags.c_contiguous:
             arr = cupy.ascontiguousarray(arr)
-        offsets, shapes, strides, c_order = _dense_layout(arr.shape, arr.strides, arr.itemsize)
-        # fresh arrays for every batch (copies of the memoised layout): nothing is shared
-        ptrs = offsets + np.uint64(arr.data.ptr)
+        shape, strides = arr.shape, arr.strides
+        shapes, strides, c_order = _dense_layout(shape, strides, arr.itemsize)
+        # fresh arrays for every batch (copies of the memoised layout): nothing is shared; the
+        # pointers in one ``arange`` (half an ``offsets + ptr``'s cost)
+        n, step, ptr = shape[0], arr.strides[0], arr.data.ptr
+        ptrs = (
+            np.arange(ptr, ptr + n * step, step, dtype=np.uint64)
+            if step > 0
+            else np.full(n, ptr, np.uint64)  # (samples of no bytes, or one sample)
+        )
         out = cls.of_arrays(
             arr.dtype, ptrs, shapes.copy(), strides.copy(), arr, arr.device.id, dense=arr
         )
@@ -233,17 +240,15 @@ class SampleList:
 
 @functools.lru_cache(maxsize=1024)
 def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
-    """(byte offsets of the samples (N,) uint64, shapes, strides (N, ndim) int64 in elements,
-    whether those strides are C strides) of the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU
-    stage wraps every operator's output this way, batch after batch (read-only: callers copy)."""
+    """(shapes, strides (N, ndim) int64 in elements, whether those strides are C strides) of
+    the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU stage
+    wraps every operator's output this way, batch after batch (read-only: callers copy)."""
     n = shape[0]
-    step = strides[0] if n else 0
-    offsets = np.arange(n, dtype=np.uint64) * np.uint64(step)
     shapes = np.empty((n, len(shape) - 1), np.int64)
     shapes[:] = shape[1:]
     el_strides = np.empty_like(shapes)
     el_strides[:] = [s // itemsize for s in strides[1:]]
-    for a in (offsets, shapes, el_strides):
+    for a in (shapes, el_strides):
         a.flags.writeable = False
     # whether the samples' strides are C strides (a dimension of 1 may have any stride in a
     # C-contiguous array): ``kernels._batch.c_contiguous``'s answer for these samples
@@ -251,7 +256,7 @@ def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
     for extent, stride in zip(shape[:0:-1], strides[:0:-1], strict=True):
         c_order = c_order and stride // itemsize == acc
         acc *= extent
-    return offsets, shapes, el_strides, c_order
+    return shapes, el_strides, c_order
 
 
 def _contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:
