@@ -33,6 +33,8 @@ from collections import deque
 import numpy as np
 
 from ..graph import Operator, register
+from ..kernels._batch import alloc_batch, packed_batch, ragged_layout, sample_list
+from ..kernels.copy import copy_batch, copy_descriptors
 
 _CLASS_STEPS = 8  # size classes per power of two: a buffer is at most 1/8 larger than asked
 # A batch in pinned blocks goes up sample by sample (PinnedSamples) when its samples average at
@@ -172,8 +174,6 @@ class CopyToGpu(Operator):
         rank inside a block and they average ``IN_PLACE_MIN_BYTES``."""
         import cupy
 
-        from ..kernels._batch import alloc_batch
-
         n = len(samples)
         if n == 0:
             return None
@@ -210,9 +210,7 @@ class CopyToGpu(Operator):
     def run_batch(self, inputs, args, params, stream):
         import cupy
 
-        from ..kernels._batch import packed_batch, ragged_layout
-        from ..tensors_gpu import SampleList
-
+        SampleList = sample_list()
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
             return _copy_on_device(list(inputs[0]), stream)
         if isinstance(inputs[0], PinnedSamples):
@@ -256,9 +254,6 @@ def _copy_on_device(samples: list, stream):
     is made so first (its own copy). One launch instead of one allocation and copy per sample:
     at 64 samples the per-sample copies cost more host time than DALI's whole iteration."""
     import cupy
-
-    from ..kernels._batch import alloc_batch
-    from ..kernels.copy import copy_batch, copy_descriptors
 
     dtypes = {a.dtype for a in samples}
     if len(dtypes) > 1:
