@@ -375,4 +375,8 @@ def merge_gpu(t, f, pred: np.ndarray):
     shapes[ti], shapes[fi] = t.shapes, f.shapes
     strides[ti], strides[fi] = t.strides, f.strides
     owners = (_batch_owner(t.owners), _batch_owner(f.owners))
-    return type(t).of_arrays(t.dtype, ptrs, shapes, strides, owners, t.device_id)
+    out = type(t).of_arrays(t.dtype, ptrs, shapes, strides, owners, t.device_id)
+    row = getattr(t, "_row", None)  # (kernels._batch.uniform_row: one layout both sides)
+    if row is not None and row == getattr(f, "_row", None):
+        out._row = row
+    return out

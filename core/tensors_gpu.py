@@ -89,7 +89,7 @@ class SampleList:
         if not arr.flags.c_contiguous:
             arr = cupy.ascontiguousarray(arr)
         shape, strides = arr.shape, arr.strides
-        shapes, strides, c_order = _dense_layout(shape, strides, arr.itemsize)
+        shapes, strides, c_order, row = _dense_layout(shape, strides, arr.itemsize)
         # fresh arrays for every batch (copies of the memoised layout): nothing is shared; the
         # pointers in one ``arange`` (half an ``offsets + ptr``'s cost)
         n, step, ptr = shape[0], arr.strides[0], arr.data.ptr
@@ -103,6 +103,7 @@ class SampleList:
         )
         if c_order:  # (what ``kernels._batch.c_contiguous`` would find: it is not asked again)
             out._c_order = True
+        out._row = row
         return out
 
     @classmethod
@@ -207,7 +208,7 @@ class SampleList:
             owners = (owners,)
         elif self.dense is not None:
             owners = self.dense
-        return SampleList.of_arrays(
+        out = SampleList.of_arrays(
             self.dtype,
             self.ptrs.take(indices),
             self.shapes.take(indices, axis=0),
@@ -215,6 +216,10 @@ class SampleList:
             owners,
             self.device_id,
         )
+        row = self.__dict__.get("_row")  # (kernels._batch.uniform_row: the same rows' answer)
+        if row is not None and len(indices):
+            out._row = row
+        return out
 
     def is_uniform(self) -> bool:
         return len(self) == 0 or bool((self.shapes == self.shapes[0]).all())
@@ -240,9 +245,10 @@ class SampleList:
 
 @functools.lru_cache(maxsize=1024)
 def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
-    """(shapes, strides (N, ndim) int64 in elements, whether those strides are C strides) of
-    the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU stage
-    wraps every operator's output this way, batch after batch (read-only: callers copy)."""
+    """(shapes, strides (N, ndim) int64 in elements, whether those strides are C strides,
+    ``kernels._batch.uniform_row``) of the samples ``a[0], a[1], ...`` of a C-contiguous
+    array, memoised per layout: the GPU stage wraps every operator's output this way, batch
+    after batch (read-only: callers copy)."""
     n = shape[0]
     shapes = np.empty((n, len(shape) - 1), np.int64)
     shapes[:] = shape[1:]
@@ -256,7 +262,8 @@ def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
     for extent, stride in zip(shape[:0:-1], strides[:0:-1], strict=True):
         c_order = c_order and stride // itemsize == acc
         acc *= extent
-    return shapes, el_strides, c_order
+    row = (tuple(shape[1:]), tuple(el_strides[0].tolist())) if n else None
+    return shapes, el_strides, c_order, row
 
 
 def _contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:

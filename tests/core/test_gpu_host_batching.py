@@ -232,3 +232,37 @@ def test_dense_batch_marks_its_c_order_as_c_contiguous_finds_it(fake_cupy):
         assert c_contiguous(plain) == want
         # found once, then marked (an empty batch is C-contiguous without looking)
         assert getattr(plain, "_c_order", False) == (want and len(plain) > 0)
+
+
+def test_uniform_row_known_from_the_start_is_the_one_worked_out(fake_cupy):
+    """A dense batch's ``_row`` (``kernels._batch.uniform_row``), and the one ``take`` and the
+    branches' merge pass on, equal what ``uniform_row`` works out from the batch's arrays."""
+    from dlpipe._gpu_branches import merge_gpu
+    from dlpipe.kernels._batch import uniform_row
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+
+    def fresh(s):
+        return uniform_row(SampleList.of_arrays(s.dtype, s.ptrs, s.shapes, s.strides, None, 0))
+
+    a = SampleList.from_dense(cupy.ndarray((6, 5, 7, 3), np.uint8))
+    b = SampleList.from_dense(cupy.ndarray((4, 5, 7, 3), np.uint8))
+    c = SampleList.from_dense(cupy.ndarray((4, 5, 8, 3), np.uint8))
+    empty = SampleList.from_dense(cupy.ndarray((0, 5, 7, 3), np.uint8))
+    pred = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 1], bool)
+    taken = a.take([0, 2, 5, 1, 3, 4])
+    for s in (
+        a,
+        b,
+        c,
+        empty,
+        taken,
+        a.take([]),
+        merge_gpu(taken, b, pred),
+        merge_gpu(taken, c, pred),
+    ):
+        assert uniform_row(s) == fresh(s)
+    assert uniform_row(a) == ((5, 7, 3), (21, 3, 1))
+    assert uniform_row(merge_gpu(taken, c, pred)) is None
+    assert uniform_row(empty) is None
