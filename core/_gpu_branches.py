@@ -248,9 +248,10 @@ class BranchPlan:
             pred = self.predicate(pred_node)
             sides = None  # (the samples of each side: made only when an input needs them)
             taken = []
-            for x, v, branch in zip(node.inputs, inputs, (True, False), strict=True):
+            in_held, arg_held = holders or node_holders(node)
+            for held, v, branch in zip(in_held, inputs, (True, False), strict=True):
                 absent = isinstance(v, Absent)
-                holder = None if absent else held_in(x)
+                holder = None if absent else held
                 if (
                     holder is not None
                     and holder.parent is scope
@@ -274,8 +275,8 @@ class BranchPlan:
                 taken.append(v if pos is None else v.take(pos))
             inputs = taken
             # its own predicate over its samples: the bool array already made
-            args = {k: v for k, v in args.items() if k != "predicate"}
-            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            bring = self._bring
+            args = {k: bring(v, arg_held[k], scope) for k, v in args.items() if k != "predicate"}
             args["predicate"] = pred if rows is None else pred[rows]
         else:
             in_held, arg_held = holders or node_holders(node)
