@@ -496,14 +496,13 @@ def _launch_uniform(steps, layout, n: int, out_dtype, in_ptrs, device_id, stream
 
     SampleList = sample_list()
     out_shape, _, _, total, ndim = layout
-    with cupy.cuda.Device(device_id):
+    with cupy.cuda.Device(device_id):  # (one device switch for the output and the launch)
         out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
-    if not total:
-        return out
-    descs = uniform_descriptors(layout, out.ptrs, in_ptrs)
-    kernel = _get_expr_kernel(steps, ndim, total >= 2**31, device_id)
-    blocks = int(min(max(1, -(-total // BLOCK)), 4096))
-    with cupy.cuda.Device(device_id):
+        if not total:
+            return out
+        descs = uniform_descriptors(layout, out.ptrs, in_ptrs)
+        kernel = _get_expr_kernel(steps, ndim, total >= 2**31, device_id)
+        blocks = int(min(max(1, -(-total // BLOCK)), 4096))
         dev = upload(descs, stream)
         kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
     return out
