@@ -255,10 +255,28 @@ def _copy_on_device(samples: list, stream):
     at 64 samples the per-sample copies cost more host time than DALI's whole iteration."""
     import cupy
 
-    dtypes = {a.dtype for a in samples}
-    if len(dtypes) > 1:
-        raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
-    if len({a.ndim for a in samples}) > 1:
+    # one pass over the samples (a GPU source's batch is a list of arrays, 128 in the automatic
+    # augmentations' model: each attribute read costs, and five passes cost ~4x this one)
+    first = samples[0]
+    dtype, ndim = first.dtype, first.ndim
+    mixed_types = mixed_ranks = False
+    shapes, nbytes, ptrs, strided = [], [], [], []
+    for i, a in enumerate(samples):
+        if a.dtype != dtype:
+            mixed_types = True
+        if a.ndim != ndim:
+            mixed_ranks = True
+        shapes.append(a.shape)
+        nbytes.append(a.nbytes)
+        if a.flags.c_contiguous:
+            ptrs.append(a.data.ptr)
+        else:
+            ptrs.append(0)
+            strided.append(i)
+    if mixed_types:
+        dtypes = sorted({str(a.dtype) for a in samples})
+        raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {dtypes}")
+    if mixed_ranks:
         raise ValueError("a GPU batch must have one number of dimensions per sample")
     # The source made its arrays on the legacy default stream, or handed them over through
     # DLPack, which orders its producer's stream before that one: wait for it on the device.
@@ -268,11 +286,13 @@ def _copy_on_device(samples: list, stream):
     with stream:
         # the contiguous copies are freed on return: CuPy's pool hands their memory only to
         # later work on this stream, after the kernel has read them
-        src = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in samples]
+        copies = [cupy.ascontiguousarray(samples[i]) for i in strided]
+        for i, c in zip(strided, copies, strict=True):
+            ptrs[i] = c.data.ptr
         device = cupy.cuda.Device().id  # the pipeline's (current), wherever the source's are
-        out = alloc_batch([a.shape for a in samples], samples[0].dtype, device)
-    nbytes = np.array([a.nbytes for a in src], np.int64)
-    ptrs = np.array([a.data.ptr for a in src], np.int64)
+        out = alloc_batch(shapes, dtype, device)
+    nbytes = np.array(nbytes, np.int64)
+    ptrs = np.array(ptrs, np.int64)
     descs = copy_descriptors(ptrs, out.ptrs.view(np.int64), nbytes, nbytes, 1)
     copy_batch(descs, out.device_id, stream)
     return out
