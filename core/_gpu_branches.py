@@ -29,6 +29,7 @@ Values are duck-typed: anything with ``take(positions)``, ``of_arrays(...)``, ``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -53,6 +54,15 @@ def node_holders(node) -> tuple[tuple, dict]:
         tuple(held_in(x) for x in node.inputs),
         {k: held_in(x) for k, x in node.arg_nodes.items()},
     )
+
+
+def _pick(seq, pos: np.ndarray) -> list:
+    """``[seq[j] for j in pos]`` (a CPU value's or the parameters' samples over a scope), with
+    one ``itemgetter`` call instead of a Python step per sample."""
+    idx = pos.tolist()
+    if len(idx) > 1:
+        return list(itemgetter(*idx)(seq))
+    return [seq[j] for j in idx]
 
 
 def _positions(mask: np.ndarray) -> np.ndarray | None:
@@ -224,7 +234,7 @@ class BranchPlan:
         if pos is None:
             return value
         if isinstance(value, list):
-            return [value[j] for j in pos.tolist()]
+            return _pick(value, pos)
         return value.take(pos)
 
     def gather(
@@ -284,11 +294,7 @@ class BranchPlan:
             inputs = [bring(v, h, scope) for v, h in zip(inputs, in_held, strict=True)]
             args = {k: bring(v, arg_held[k], scope) for k, v in args.items()}
         if rows is not None and params is not None:  # per-sample parameters, drawn per batch
-            params = (
-                params[rows]
-                if isinstance(params, np.ndarray)
-                else [params[j] for j in rows.tolist()]
-            )
+            params = params[rows] if isinstance(params, np.ndarray) else _pick(params, rows)
         return inputs, args, params
 
     # --- whole batches ------------------------------------------------------------------------
