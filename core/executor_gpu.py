@@ -200,10 +200,11 @@ class GpuStage:
         profiled = self.profiler is not None
         sample_list = self._SampleList
         coerce = sample_list.coerce
+        steps = self.__dict__.setdefault("_steps", {})  # node -> _node_step(node)
         for node in nodes:
-            step = node.__dict__.get("_gpu_step")
+            step = steps.get(node)
             if step is None:
-                step = node._gpu_step = _node_step(node)
+                step = steps[node] = _node_step(node)
             op, in_nodes, arg_items, branched, outputs, info, holders = step
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
             # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
