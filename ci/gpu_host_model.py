@@ -15,7 +15,8 @@ and in training (``--aug train``) SpecAugment's erase. ``--graph nemo``: the GPU
 ``AudioToCharDALIDataset`` on the same utterances (``build_nemo``).
 
 Prints the GPU stage's CPU time per batch (``GpuStage.__call__``, thread time: what the host
-spends enqueueing, whatever the GPU does), the CPU stage's (``Executor._run_cpu``: the
+spends enqueueing, whatever the GPU does; and the part of it the garbage collector's passes
+took, which the stage's allocations trigger), the CPU stage's (``Executor._run_cpu``: the
 parameters drawn and the CPU operators, e.g. the augmentations' random numbers, predicates and
 magnitudes; the thread "dlpipe-cpu-stage" of an asynchronous pipeline), the host time of each
 operator's ``run_batch``, and
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -183,13 +185,30 @@ def measure(pipe, name: str, iters: int, profile: bool, cpu_profile: bool = Fals
         if prof[0] is not None and not cpu_profile:
             prof[0].enable()
         start = time.thread_time()
-        out = call(self, ws)
+        in_stage[0] = True
+        try:
+            out = call(self, ws)
+        finally:
+            in_stage[0] = False
         spent.append(time.thread_time() - start)
         if prof[0] is not None and not cpu_profile:
             prof[0].disable()
         return out
 
     type(stage).__call__ = timed_call
+    # the garbage collector's passes that start in the GPU stage (its allocations trigger them;
+    # part of the stage's thread time above)
+    in_stage, gc_spent, gc_start = [False], [0.0, 0], [0.0]
+
+    def on_gc(phase, info):
+        if not in_stage[0]:
+            return
+        if phase == "start":
+            gc_start[0] = time.thread_time()
+        else:
+            gc_spent[0] += time.thread_time() - gc_start[0]
+            gc_spent[1] += 1
+
     run_cpu = executor._run_cpu
 
     def timed_cpu(*a, **k):  # the CPU stage (thread "dlpipe-cpu-stage" when asynchronous)
@@ -225,13 +244,19 @@ def measure(pipe, name: str, iters: int, profile: bool, cpu_profile: bool = Fals
     cupy.COUNTS.clear()
     if profile:
         prof[0] = cProfile.Profile()
-    for _ in range(iters):
-        pipe.run()
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(iters):
+            pipe.run()
+    finally:
+        gc.callbacks.remove(on_gc)
     type(stage).__call__ = call
     del executor._run_cpu
     k = iters
     print(f"{name}: GPU stage host CPU ms/batch: "
           f"median {1e3 * np.median(spent):.2f}, mean {1e3 * np.mean(spent):.2f}")  # fmt: skip
+    print(f"{name}: of which garbage collection ms/batch: {1e3 * gc_spent[0] / k:.2f} "
+          f"({gc_spent[1] / k:.2f} passes a batch)")  # fmt: skip
     counts = {n: round(v / k, 1) for n, v in sorted(cupy.COUNTS.items()) if ":" not in n}
     print(f"{name}: CPU stage CPU ms/batch: "
           f"median {1e3 * np.median(cpu_spent):.2f}, mean {1e3 * np.mean(cpu_spent):.2f}")  # fmt: skip

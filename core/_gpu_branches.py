@@ -29,12 +29,13 @@ Values are duck-typed: anything with ``take(positions)``, ``of_arrays(...)``, ``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from ._conditionals import Absent, Scattered, Scope, predicate_mask
 
-__all__ = ["BranchPlan", "held_in", "merge_gpu", "scatter_gpu"]
+__all__ = ["BranchPlan", "held_in", "merge_gpu", "node_holders", "scatter_gpu"]
 
 
 def held_in(dn) -> Scope | None:
@@ -44,6 +45,24 @@ def held_in(dn) -> Scope | None:
     if src is None or src.device == "cpu":
         return None
     return src.scope
+
+
+def node_holders(node) -> tuple[tuple, dict]:
+    """(:func:`held_in` of each of ``node``'s input nodes, {argument name: :func:`held_in` of
+    its node}): fixed by the graph, so the GPU stage works them out once per node."""
+    return (
+        tuple(held_in(x) for x in node.inputs),
+        {k: held_in(x) for k, x in node.arg_nodes.items()},
+    )
+
+
+def _pick(seq, pos: np.ndarray) -> list:
+    """``[seq[j] for j in pos]`` (a CPU value's or the parameters' samples over a scope), with
+    one ``itemgetter`` call instead of a Python step per sample."""
+    idx = pos.tolist()
+    if len(idx) > 1:
+        return list(itemgetter(*idx)(seq))
+    return [seq[j] for j in idx]
 
 
 def _positions(mask: np.ndarray) -> np.ndarray | None:
@@ -205,19 +224,26 @@ class BranchPlan:
         in an enclosing one, or a CPU list of the whole batch)."""
         if value is None or isinstance(value, Absent):
             return value
-        holder = held_in(x)
-        if holder is scope:
+        return self._bring(value, held_in(x), scope)
+
+    def _bring(self, value, holder: Scope | None, scope: Scope | None):
+        """:meth:`bring` of a value held in ``holder`` (``held_in`` of its node)."""
+        if holder is scope or value is None or isinstance(value, Absent):
             return value
         pos = self.positions(scope, holder)
         if pos is None:
             return value
         if isinstance(value, list):
-            return [value[j] for j in pos.tolist()]
+            return _pick(value, pos)
         return value.take(pos)
 
-    def gather(self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None):
+    def gather(
+        self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None, holders=None
+    ):
         """``node``'s inputs, argument inputs and parameters over its samples (``rows``, from
         :meth:`samples`): one ``take`` per GPU input held in another scope, none per sample.
+        ``holders``: (``held_in`` of each input node, {argument name: ``held_in`` of its
+        node}), the same every iteration (:func:`holders`), or None to work them out.
 
         A merge's two inputs are taken over the samples of its scope that chose the true
         branch and those that chose the false one (ABSENT stays ABSENT); its ``predicate``
@@ -232,9 +258,10 @@ class BranchPlan:
             pred = self.predicate(pred_node)
             sides = None  # (the samples of each side: made only when an input needs them)
             taken = []
-            for x, v, branch in zip(node.inputs, inputs, (True, False), strict=True):
+            in_held, arg_held = holders or node_holders(node)
+            for held, v, branch in zip(in_held, inputs, (True, False), strict=True):
                 absent = isinstance(v, Absent)
-                holder = None if absent else held_in(x)
+                holder = None if absent else held
                 if (
                     holder is not None
                     and holder.parent is scope
@@ -258,18 +285,16 @@ class BranchPlan:
                 taken.append(v if pos is None else v.take(pos))
             inputs = taken
             # its own predicate over its samples: the bool array already made
-            args = {k: v for k, v in args.items() if k != "predicate"}
-            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            bring = self._bring
+            args = {k: bring(v, arg_held[k], scope) for k, v in args.items() if k != "predicate"}
             args["predicate"] = pred if rows is None else pred[rows]
         else:
-            inputs = [self.bring(x, v, scope) for x, v in zip(node.inputs, inputs, strict=True)]
-            args = {k: self.bring(node.arg_nodes[k], v, scope) for k, v in args.items()}
+            in_held, arg_held = holders or node_holders(node)
+            bring = self._bring
+            inputs = [bring(v, h, scope) for v, h in zip(inputs, in_held, strict=True)]
+            args = {k: bring(v, arg_held[k], scope) for k, v in args.items()}
         if rows is not None and params is not None:  # per-sample parameters, drawn per batch
-            params = (
-                params[rows]
-                if isinstance(params, np.ndarray)
-                else [params[j] for j in rows.tolist()]
-            )
+            params = params[rows] if isinstance(params, np.ndarray) else _pick(params, rows)
         return inputs, args, params
 
     # --- whole batches ------------------------------------------------------------------------
@@ -357,4 +382,8 @@ def merge_gpu(t, f, pred: np.ndarray):
     shapes[ti], shapes[fi] = t.shapes, f.shapes
     strides[ti], strides[fi] = t.strides, f.strides
     owners = (_batch_owner(t.owners), _batch_owner(f.owners))
-    return type(t).of_arrays(t.dtype, ptrs, shapes, strides, owners, t.device_id)
+    out = type(t).of_arrays(t.dtype, ptrs, shapes, strides, owners, t.device_id)
+    row = getattr(t, "_row", None)  # (kernels._batch.uniform_row: one layout both sides)
+    if row is not None and row == getattr(f, "_row", None):
+        out._row = row
+    return out

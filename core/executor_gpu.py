@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from time import perf_counter
 
 from ._conditionals import ABSENT, Absent
-from ._gpu_branches import BranchPlan
+from ._gpu_branches import BranchPlan, node_holders
 from .errors import DeviceError, PipelineError, require_extra
 from .executor import Workspace, _sample_error, cpu_output, replace_skipped
 from .graph import DataNode, LaneContext, OpNode, Skipped
@@ -49,6 +49,25 @@ def check_gpu_inputs(gpu_ops: Sequence[OpNode]) -> None:
                     f"{x.name!r} is a CPU node: move that node to the GPU with .gpu() first, "
                     "or run the operator on the CPU"
                 )
+
+
+def _node_step(node: OpNode) -> tuple:
+    """What the GPU stage's loop reads of ``node`` every iteration, worked out once (the graph
+    does not change after the build): (operator, input nodes, argument (name, node) pairs,
+    whether it runs through the branch plan (it is in a branch, or reads the branches' values),
+    output nodes, the profiler's (schema, device), where its inputs are held (``node_holders``)
+    or None outside the branches)."""
+    op = node.op
+    branched = node.scope is not None or bool(getattr(op, "reads_child_scopes", False))
+    return (
+        op,
+        tuple(node.inputs),
+        tuple(node.arg_nodes.items()),
+        branched,
+        tuple(node.outputs),
+        (op.schema, op.device),
+        node_holders(node) if branched else None,
+    )
 
 
 class GpuStage:
@@ -169,24 +188,38 @@ class GpuStage:
                 self.profiler.add_op_calls(timed, "gpu operator (host)")
 
     def _run_nodes(self, nodes: Sequence[OpNode], ws: Workspace, stream, plan, timed: list):
-        """Run ``nodes`` on ``plan``'s samples; each call's host time goes to ``timed``."""
+        """Run ``nodes`` on ``plan``'s samples; each call's host time goes to ``timed`` (when
+        a profiler reads it).
+
+        What a node reads and where its inputs are held never change from one iteration to
+        the next: that is worked out once per node (:func:`_node_step`), and the loop does
+        only the dictionary reads, the operator call and the stores. A node outside every
+        branch that reads no branch's values skips the plan altogether."""
         n = ws.batch_size
+        values, all_params = ws.values, ws.params
+        profiled = self.profiler is not None
+        sample_list = self._SampleList
+        coerce = sample_list.coerce
+        steps = self.__dict__.setdefault("_steps", {})  # node -> _node_step(node)
         for node in nodes:
-            op = node.op
+            step = steps.get(node)
+            if step is None:
+                step = steps[node] = _node_step(node)
+            op, in_nodes, arg_items, branched, outputs, info, holders = step
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
             # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
-            params = ws.params[node]
-            inputs = [ws.values[x] for x in node.inputs]
-            args = {k: ws.values[x] for k, x in node.arg_nodes.items()}
+            params = all_params[node]
+            inputs = [values[x] for x in in_nodes]
+            args = {k: values[x] for k, x in arg_items}
             idx = None
-            if node.scope is not None or getattr(op, "reads_child_scopes", False):
+            if branched:
                 idx = plan.samples(node, inputs)
                 if idx is not None and not len(idx):  # no sample took this branch
-                    for dn in node.outputs:
-                        ws.values[dn] = ABSENT
+                    for dn in outputs:
+                        values[dn] = ABSENT
                     continue
-                inputs, args, params = plan.gather(node, inputs, args, params, idx)
-            start = perf_counter()
+                inputs, args, params = plan.gather(node, inputs, args, params, idx, holders)
+            start = perf_counter() if profiled else 0.0
             serial = self._serial.get(id(node))
             try:
                 if serial is None:
@@ -198,19 +231,26 @@ class GpuStage:
                 i = int(getattr(e, "sample_index", 0))
                 i = int(idx[i]) if idx is not None and 0 <= i < len(idx) else i
                 raise _sample_error(e, node, i, ws) from None
-            timed.append((node.name, start, perf_counter(), n, (op.schema, op.device)))
+            if profiled:
+                timed.append((node.name, start, perf_counter(), n, info))
             dropped = {}
             if isinstance(outs, Skipped):  # on_error="skip": samples to replace
                 outs, dropped = outs.outputs, outs.samples
-            if len(node.outputs) == 1:
-                outs = (outs[0] if isinstance(outs, tuple) else outs,)
-            elif not isinstance(outs, tuple) or len(outs) != len(node.outputs):
+            if len(outputs) == 1:
+                val = outs[0] if isinstance(outs, tuple) else outs
+                values[outputs[0]] = (
+                    val if type(val) is sample_list or isinstance(val, Absent) else coerce(val)
+                )
+            elif not isinstance(outs, tuple) or len(outs) != len(outputs):
                 raise RuntimeError(
                     f"{op.schema}.run_batch returned {type(outs).__name__}; expected a tuple "
-                    f"of {len(node.outputs)} outputs"
+                    f"of {len(outputs)} outputs"
                 )
-            for dn, val in zip(node.outputs, outs, strict=True):
-                ws.values[dn] = val if isinstance(val, Absent) else self._SampleList.coerce(val)
+            else:
+                for dn, val in zip(outputs, outs, strict=True):
+                    values[dn] = (
+                        val if type(val) is sample_list or isinstance(val, Absent) else coerce(val)
+                    )
             if dropped and idx is not None:
                 dropped = {int(idx[i]): msg for i, msg in dropped.items()}
             if dropped:

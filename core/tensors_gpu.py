@@ -43,6 +43,23 @@ class SampleList:
         dense: a CuPy array of shape (N, *sample_shape), or None.
     """
 
+    # slots: the GPU stage makes ~50 a batch (no instance dict each: cheaper to make and to
+    # read, and fewer objects for the garbage collector); ``_c_order`` and ``_row`` are the
+    # marks of ``kernels._batch.c_contiguous`` and ``uniform_row``, set once found
+    __slots__ = (
+        "dtype",
+        "ptrs",
+        "shapes",
+        "strides",
+        "owners",
+        "device_id",
+        "dense",
+        "_arrays",
+        "_c_order",
+        "_row",
+        "__weakref__",
+    )
+
     def __init__(
         self,
         dtype,
@@ -88,12 +105,23 @@ class SampleList:
         of ``arr`` when it is not)."""
         if not arr.flags.c_contiguous:
             arr = cupy.ascontiguousarray(arr)
-        offsets, shapes, strides = _dense_layout(arr.shape, arr.strides, arr.itemsize)
-        # fresh arrays for every batch (copies of the memoised layout): nothing is shared
-        ptrs = offsets + np.uint64(arr.data.ptr)
-        return cls.of_arrays(
+        shape, strides = arr.shape, arr.strides
+        shapes, strides, c_order, row = _dense_layout(shape, strides, arr.itemsize)
+        # fresh arrays for every batch (copies of the memoised layout): nothing is shared; the
+        # pointers in one ``arange`` (half an ``offsets + ptr``'s cost)
+        n, step, ptr = shape[0], arr.strides[0], arr.data.ptr
+        ptrs = (
+            np.arange(ptr, ptr + n * step, step, dtype=np.uint64)
+            if step > 0
+            else np.full(n, ptr, np.uint64)  # (samples of no bytes, or one sample)
+        )
+        out = cls.of_arrays(
             arr.dtype, ptrs, shapes.copy(), strides.copy(), arr, arr.device.id, dense=arr
         )
+        if c_order:  # (what ``kernels._batch.c_contiguous`` would find: it is not asked again)
+            out._c_order = True
+        out._row = row
+        return out
 
     @classmethod
     def from_arrays(cls, arrays: Sequence, device_id: int | None = None) -> SampleList:
@@ -197,7 +225,7 @@ class SampleList:
             owners = (owners,)
         elif self.dense is not None:
             owners = self.dense
-        return SampleList.of_arrays(
+        out = SampleList.of_arrays(
             self.dtype,
             self.ptrs.take(indices),
             self.shapes.take(indices, axis=0),
@@ -205,6 +233,10 @@ class SampleList:
             owners,
             self.device_id,
         )
+        row = getattr(self, "_row", None)  # (kernels._batch.uniform_row: the same answer)
+        if row is not None and len(indices):
+            out._row = row
+        return out
 
     def is_uniform(self) -> bool:
         return len(self) == 0 or bool((self.shapes == self.shapes[0]).all())
@@ -230,19 +262,25 @@ class SampleList:
 
 @functools.lru_cache(maxsize=1024)
 def _dense_layout(shape: tuple, strides: tuple, itemsize: int) -> tuple:
-    """(byte offsets of the samples (N,) uint64, shapes, strides (N, ndim) int64 in elements)
-    of the samples ``a[0], a[1], ...`` of a C-contiguous array, memoised per layout: the GPU
-    stage wraps every operator's output this way, batch after batch (read-only: callers copy)."""
+    """(shapes, strides (N, ndim) int64 in elements, whether those strides are C strides,
+    ``kernels._batch.uniform_row``) of the samples ``a[0], a[1], ...`` of a C-contiguous
+    array, memoised per layout: the GPU stage wraps every operator's output this way, batch
+    after batch (read-only: callers copy)."""
     n = shape[0]
-    step = strides[0] if n else 0
-    offsets = np.arange(n, dtype=np.uint64) * np.uint64(step)
     shapes = np.empty((n, len(shape) - 1), np.int64)
     shapes[:] = shape[1:]
     el_strides = np.empty_like(shapes)
     el_strides[:] = [s // itemsize for s in strides[1:]]
-    for a in (offsets, shapes, el_strides):
+    for a in (shapes, el_strides):
         a.flags.writeable = False
-    return offsets, shapes, el_strides
+    # whether the samples' strides are C strides (a dimension of 1 may have any stride in a
+    # C-contiguous array): ``kernels._batch.c_contiguous``'s answer for these samples
+    c_order, acc = True, 1
+    for extent, stride in zip(shape[:0:-1], strides[:0:-1], strict=True):
+        c_order = c_order and stride // itemsize == acc
+        acc *= extent
+    row = (tuple(shape[1:]), tuple(el_strides[0].tolist())) if n else None
+    return shapes, el_strides, c_order, row
 
 
 def _contiguous_strides(shape, itemsize: int) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples, sample_list, uniform_rows
+from ._batch import alloc_batch, as_samples, sample_list, uniform_row, uniform_rows
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -433,8 +433,9 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
                          f"{[len(s) for s in samples]}")  # fmt: skip
     used = [samples[k] for k in sorted({p for kind, _, p in steps if kind == "load"})]
     out_dtype = np.dtype(steps[-1][1])
-    if n and all(_uniform(s) for s in used):  # one layout for every sample: worked out once
-        layout = _uniform_layout(tuple(_row_key(s) for s in used))
+    rows = tuple(uniform_row(s) for s in used) if n else (None,)
+    if None not in rows:  # one layout for every sample: worked out once
+        layout = _uniform_layout(rows)
         if layout is not None:
             return _launch_uniform(steps, layout, n, out_dtype, [s.ptrs for s in used],
                                    samples[0].device_id, stream)  # fmt: skip
@@ -446,15 +447,6 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
     out_shapes, strides = plan
     return _launch(steps, out_shapes, out_dtype, [s.ptrs for s in used], strides,
                    samples[0].device_id, stream)  # fmt: skip
-
-
-def _uniform(s) -> bool:
-    """Whether every sample of a batch has the first one's shape and strides."""
-    return uniform_rows(s.shapes) and uniform_rows(s.strides)
-
-
-def _row_key(s) -> tuple:
-    return tuple(s.shapes[0].tolist()), tuple(s.strides[0].tolist())
 
 
 class _OneSample:
@@ -504,14 +496,13 @@ def _launch_uniform(steps, layout, n: int, out_dtype, in_ptrs, device_id, stream
 
     SampleList = sample_list()
     out_shape, _, _, total, ndim = layout
-    with cupy.cuda.Device(device_id):
+    with cupy.cuda.Device(device_id):  # (one device switch for the output and the launch)
         out = SampleList.from_dense(cupy.empty((n, *out_shape), out_dtype))
-    if not total:
-        return out
-    descs = uniform_descriptors(layout, out.ptrs, in_ptrs)
-    kernel = _get_expr_kernel(steps, ndim, total >= 2**31, device_id)
-    blocks = int(min(max(1, -(-total // BLOCK)), 4096))
-    with cupy.cuda.Device(device_id):
+        if not total:
+            return out
+        descs = uniform_descriptors(layout, out.ptrs, in_ptrs)
+        kernel = _get_expr_kernel(steps, ndim, total >= 2**31, device_id)
+        blocks = int(min(max(1, -(-total // BLOCK)), 4096))
         dev = upload(descs, stream)
         kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
     return out

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, c_strides, sample_list, uniform_rows
+from ._batch import alloc_batch, as_samples, c_strides, sample_list, uniform_row, uniform_rows
 
 WARP_DESC = np.dtype(
     [
@@ -210,10 +210,10 @@ def warp_batch(
         host_mats = None
     else:
         host_mats = mats
-    if not frames and uniform_rows(s.shapes) and uniform_rows(s.strides) and uniform_rows(sizes):
+    in_row = None if frames else uniform_row(s)
+    if in_row is not None and uniform_rows(sizes):
         out_shape, row = warp_layout(
-            tuple(s.shapes[0].tolist()),
-            tuple(s.strides[0].tolist()),
+            *in_row,
             tuple(sizes[0].tolist()),
             channels,
             spatial_ndim,

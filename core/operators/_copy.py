@@ -33,6 +33,8 @@ from collections import deque
 import numpy as np
 
 from ..graph import Operator, register
+from ..kernels._batch import alloc_batch, packed_batch, ragged_layout, sample_list
+from ..kernels.copy import copy_batch, copy_descriptors
 
 _CLASS_STEPS = 8  # size classes per power of two: a buffer is at most 1/8 larger than asked
 # A batch in pinned blocks goes up sample by sample (PinnedSamples) when its samples average at
@@ -172,8 +174,6 @@ class CopyToGpu(Operator):
         rank inside a block and they average ``IN_PLACE_MIN_BYTES``."""
         import cupy
 
-        from ..kernels._batch import alloc_batch
-
         n = len(samples)
         if n == 0:
             return None
@@ -210,9 +210,7 @@ class CopyToGpu(Operator):
     def run_batch(self, inputs, args, params, stream):
         import cupy
 
-        from ..kernels._batch import packed_batch, ragged_layout
-        from ..tensors_gpu import SampleList
-
+        SampleList = sample_list()
         if inputs[0] and isinstance(inputs[0][0], cupy.ndarray):
             return _copy_on_device(list(inputs[0]), stream)
         if isinstance(inputs[0], PinnedSamples):
@@ -257,13 +255,28 @@ def _copy_on_device(samples: list, stream):
     at 64 samples the per-sample copies cost more host time than DALI's whole iteration."""
     import cupy
 
-    from ..kernels._batch import alloc_batch
-    from ..kernels.copy import copy_batch, copy_descriptors
-
-    dtypes = {a.dtype for a in samples}
-    if len(dtypes) > 1:
-        raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {sorted(map(str, dtypes))}")
-    if len({a.ndim for a in samples}) > 1:
+    # one pass over the samples (a GPU source's batch is a list of arrays, 128 in the automatic
+    # augmentations' model: each attribute read costs, and five passes cost ~4x this one)
+    first = samples[0]
+    dtype, ndim = first.dtype, first.ndim
+    mixed_types = mixed_ranks = False
+    shapes, nbytes, ptrs, strided = [], [], [], []
+    for i, a in enumerate(samples):
+        if a.dtype != dtype:
+            mixed_types = True
+        if a.ndim != ndim:
+            mixed_ranks = True
+        shapes.append(a.shape)
+        nbytes.append(a.nbytes)
+        if a.flags.c_contiguous:
+            ptrs.append(a.data.ptr)
+        else:
+            ptrs.append(0)
+            strided.append(i)
+    if mixed_types:
+        dtypes = sorted({str(a.dtype) for a in samples})
+        raise TypeError(f"_copy_to_gpu: samples have mixed dtypes {dtypes}")
+    if mixed_ranks:
         raise ValueError("a GPU batch must have one number of dimensions per sample")
     # The source made its arrays on the legacy default stream, or handed them over through
     # DLPack, which orders its producer's stream before that one: wait for it on the device.
@@ -273,11 +286,13 @@ def _copy_on_device(samples: list, stream):
     with stream:
         # the contiguous copies are freed on return: CuPy's pool hands their memory only to
         # later work on this stream, after the kernel has read them
-        src = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in samples]
+        copies = [cupy.ascontiguousarray(samples[i]) for i in strided]
+        for i, c in zip(strided, copies, strict=True):
+            ptrs[i] = c.data.ptr
         device = cupy.cuda.Device().id  # the pipeline's (current), wherever the source's are
-        out = alloc_batch([a.shape for a in samples], samples[0].dtype, device)
-    nbytes = np.array([a.nbytes for a in src], np.int64)
-    ptrs = np.array([a.data.ptr for a in src], np.int64)
+        out = alloc_batch(shapes, dtype, device)
+    nbytes = np.array(nbytes, np.int64)
+    ptrs = np.array(ptrs, np.int64)
     descs = copy_descriptors(ptrs, out.ptrs.view(np.int64), nbytes, nbytes, 1)
     copy_batch(descs, out.device_id, stream)
     return out

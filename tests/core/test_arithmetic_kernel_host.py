@@ -226,7 +226,8 @@ def test_broadcast_batch_descriptors_read_what_numpy_reads(shapes):
 def test_uniform_batches_get_the_general_descriptors(seed):
     """A batch whose inputs have one shape and strides each takes a memoised layout
     (``_uniform_layout`` / ``uniform_descriptors``): its table must be the general path's."""
-    from dlpipe.kernels.arithmetic import _row_key, _uniform, _uniform_layout, uniform_descriptors
+    from dlpipe.kernels._batch import uniform_row
+    from dlpipe.kernels.arithmetic import _uniform_layout, uniform_descriptors
 
     rng = np.random.default_rng(seed)
     n = 5
@@ -238,15 +239,15 @@ def test_uniform_batches_get_the_general_descriptors(seed):
         if rng.random() < 0.5 and r:  # C-contiguous, so that dimensions merge
             st = tuple(int(np.prod(shp[d + 1 :])) for d in range(r))
         batches.append(_Batch([shp] * n, [st] * n))
-    assert all(_uniform(b) for b in batches)
+    assert None not in [uniform_row(b) for b in batches]
     ptrs = [rng.integers(0, 2**40, n).astype(np.uint64) for _ in batches]
     out_ptrs = rng.integers(0, 2**40, n).astype(np.uint64)
-    layout = _uniform_layout(tuple(_row_key(b) for b in batches))
+    layout = _uniform_layout(tuple(uniform_row(b) for b in batches))
     out, strides = broadcast_batch(batches)
     ext, sts = merge_dims(out, strides)
     want = pack_descriptors(out_ptrs, out.prod(axis=1), ext, ptrs, sts)
     assert layout[0] == tuple(out[0]) and layout[3] == int(out[0].prod())
     assert layout[4] == ext.shape[1]
     np.testing.assert_array_equal(uniform_descriptors(layout, out_ptrs, ptrs), want)
-    assert not _uniform(_Batch([(2, 3), (2, 4)], [(3, 1), (4, 1)]))
+    assert uniform_row(_Batch([(2, 3), (2, 4)], [(3, 1), (4, 1)])) is None
     assert _uniform_layout((((2, 3), (3, 1)), ((4, 3), (3, 1)))) is None  # no broadcast

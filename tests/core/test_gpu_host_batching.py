@@ -206,3 +206,63 @@ def test_cpu_constant_operand_of_a_gpu_expression_is_made_on_the_gpu(fake_cupy, 
 
     monkeypatch.setattr(arithmetic, "_on_gpu", lambda x: x.gpu())
     assert len(build()._ops) == len(pipe._ops)
+
+
+def test_dense_batch_marks_its_c_order_as_c_contiguous_finds_it(fake_cupy):
+    """``SampleList.from_dense`` marks a batch whose samples have C strides (``_c_order``)
+    exactly where ``c_contiguous`` (which then trusts the mark) finds them so: a dimension of
+    1 may have any stride in a C-contiguous array."""
+    from dlpipe.kernels._batch import c_contiguous, c_strides
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    for shape, strides in [
+        ((4, 5, 7, 3), None),
+        ((4, 1, 7, 3), (84, 0, 12, 4)),  # a dimension of 1 with stride 0
+        ((4, 5, 1, 3), (60, 12, 4, 4)),
+        ((3,), None),
+        ((0, 2), None),
+    ]:
+        arr = cupy.ndarray(shape, np.float32, strides=strides)
+        s = SampleList.from_dense(arr)
+        want = bool((s.strides == c_strides(s.shapes)).all())
+        assert getattr(s, "_c_order", False) == want, shape
+        assert c_contiguous(s) == want
+        plain = SampleList.of_arrays(s.dtype, s.ptrs, s.shapes, s.strides, None, 0)
+        assert c_contiguous(plain) == want
+        # found once, then marked (an empty batch is C-contiguous without looking)
+        assert getattr(plain, "_c_order", False) == (want and len(plain) > 0)
+
+
+def test_uniform_row_known_from_the_start_is_the_one_worked_out(fake_cupy):
+    """A dense batch's ``_row`` (``kernels._batch.uniform_row``), and the one ``take`` and the
+    branches' merge pass on, equal what ``uniform_row`` works out from the batch's arrays."""
+    from dlpipe._gpu_branches import merge_gpu
+    from dlpipe.kernels._batch import uniform_row
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+
+    def fresh(s):
+        return uniform_row(SampleList.of_arrays(s.dtype, s.ptrs, s.shapes, s.strides, None, 0))
+
+    a = SampleList.from_dense(cupy.ndarray((6, 5, 7, 3), np.uint8))
+    b = SampleList.from_dense(cupy.ndarray((4, 5, 7, 3), np.uint8))
+    c = SampleList.from_dense(cupy.ndarray((4, 5, 8, 3), np.uint8))
+    empty = SampleList.from_dense(cupy.ndarray((0, 5, 7, 3), np.uint8))
+    pred = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 1], bool)
+    taken = a.take([0, 2, 5, 1, 3, 4])
+    for s in (
+        a,
+        b,
+        c,
+        empty,
+        taken,
+        a.take([]),
+        merge_gpu(taken, b, pred),
+        merge_gpu(taken, c, pred),
+    ):
+        assert uniform_row(s) == fresh(s)
+    assert uniform_row(a) == ((5, 7, 3), (21, 3, 1))
+    assert uniform_row(merge_gpu(taken, c, pred)) is None
+    assert uniform_row(empty) is None
