@@ -26,7 +26,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import stream_scoped, upload
-from ._batch import alloc_batch, as_samples, sample_list, uniform_row, uniform_rows
+from ._batch import (
+    alloc_batch,
+    as_samples,
+    c_contiguous,
+    sample_list,
+    uniform_row,
+    uniform_rows,
+)
 
 _DIR = os.path.dirname(__file__)
 BLOCK = 256
@@ -439,6 +446,10 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
         if layout is not None:
             return _launch_uniform(steps, layout, n, out_dtype, [s.ptrs for s in used],
                                    samples[0].device_id, stream)  # fmt: skip
+    same = _same_c_shapes(used)
+    if same is not None:
+        return _launch_flat(steps, same, out_dtype, [s.ptrs for s in used],
+                            samples[0].device_id, stream)  # fmt: skip
     plan = broadcast_batch(used)
     if plan is None:  # the first sample whose shapes do not broadcast raises, named
         for i in range(n):
@@ -447,6 +458,58 @@ def expression_batch(steps: tuple, inputs: Sequence, stream=None):
     out_shapes, strides = plan
     return _launch(steps, out_shapes, out_dtype, [s.ptrs for s in used], strides,
                    samples[0].device_id, stream)  # fmt: skip
+
+
+def _same_c_shapes(used: Sequence) -> np.ndarray | None:
+    """The (N, D) shapes of ragged inputs that all have them, C-contiguous, with no extent
+    of 1 (NeMo's ``audio + 0.00001 * noise``, ``spectrogram + guard``); None otherwise. For
+    those, :func:`broadcast_batch` and :func:`merge_dims` give one dimension per sample (its
+    element count, stride 1 for every input), which :func:`_launch_flat` writes at once."""
+    shapes = used[0].shapes
+    if not len(shapes) or shapes.ndim != 2 or not shapes.shape[1]:
+        return None
+    key = shapes.tobytes()
+    for s in used:
+        if s.shapes is not shapes and (s.shapes.shape != shapes.shape or s.shapes.tobytes() != key):
+            return None
+    if not shapes.all() or (shapes == 1).any():
+        return None  # empty samples and extents of 1: the general path
+    if not all(c_contiguous(s) for s in used):
+        return None
+    return shapes
+
+
+def flat_descriptors(out_ptrs, totals: np.ndarray, in_ptrs: list) -> np.ndarray:
+    """:func:`pack_descriptors` of samples merged to one dimension each (``totals`` elements,
+    stride 1 for every input), without the general path's arrays."""
+    table = np.empty((len(totals), 3 + 2 * len(in_ptrs)), np.int64)
+    table[:, 0] = np.asarray(out_ptrs, np.uint64).view(np.int64)
+    table[:, 1] = totals
+    table[:, 2] = totals
+    for k, p in enumerate(in_ptrs):
+        table[:, 3 + 2 * k] = np.asarray(p, np.uint64).view(np.int64)
+        table[:, 4 + 2 * k] = 1
+    return table
+
+
+def _launch_flat(steps, shapes: np.ndarray, out_dtype, in_ptrs, device_id, stream):
+    """:func:`_launch` for inputs of one set of C-contiguous shapes (:func:`_same_c_shapes`):
+    the descriptor table ``pack_descriptors`` would make of the merged dimensions (each row
+    the output's address, its element count twice, then each input's address and stride 1),
+    written directly."""
+    import cupy
+
+    n = len(shapes)
+    out = alloc_batch(shapes, out_dtype, device_id)
+    totals = shapes.prod(axis=1)
+    table = flat_descriptors(out.ptrs, totals, in_ptrs)
+    wide = bool(totals.max() >= 2**31)
+    kernel = _get_expr_kernel(steps, 1, wide, device_id)
+    blocks = int(min(max(1, -(-int(totals.max()) // BLOCK)), 4096))
+    with cupy.cuda.Device(device_id):
+        dev = upload(table, stream)
+        kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
+    return out
 
 
 class _OneSample:

@@ -251,3 +251,32 @@ def test_uniform_batches_get_the_general_descriptors(seed):
     np.testing.assert_array_equal(uniform_descriptors(layout, out_ptrs, ptrs), want)
     assert uniform_row(_Batch([(2, 3), (2, 4)], [(3, 1), (4, 1)])) is None
     assert _uniform_layout((((2, 3), (3, 1)), ((4, 3), (3, 1)))) is None  # no broadcast
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ragged_inputs_of_one_c_shape_get_the_general_descriptors(seed):
+    """Ragged inputs that all have the same C-contiguous shapes, no extent of 1 (NeMo's audio
+    plus noise): ``_same_c_shapes`` takes them and ``flat_descriptors`` writes the table the
+    general path (broadcast, merge, pack) makes; a strided input, an extent of 1 or shapes that
+    differ go the general way."""
+    from dlpipe.kernels.arithmetic import _same_c_shapes, flat_descriptors
+
+    rng = np.random.default_rng(seed)
+    n, ndim = 6, int(rng.integers(1, 4))
+    shapes = [tuple(int(v) for v in rng.integers(2, 9, ndim)) for _ in range(n)]
+    c = [tuple(int(np.prod(s[d + 1 :])) for d in range(ndim)) for s in shapes]
+    batches = [_Batch(shapes, c) for _ in range(3)]
+    got = _same_c_shapes(batches)
+    assert got is not None
+    ptrs = [rng.integers(0, 2**40, n).astype(np.uint64) for _ in batches]
+    out_ptrs = rng.integers(0, 2**40, n).astype(np.uint64)
+    out, strides = broadcast_batch(batches)
+    ext, sts = merge_dims(out, strides)
+    want = pack_descriptors(out_ptrs, out.prod(axis=1), ext, ptrs, sts)
+    np.testing.assert_array_equal(flat_descriptors(out_ptrs, got.prod(axis=1), ptrs), want)
+    strided = [tuple(2 * v for v in st) for st in c]
+    assert _same_c_shapes([batches[0], _Batch(shapes, strided)]) is None
+    ones = [(1, *s[1:]) for s in shapes]
+    assert _same_c_shapes([_Batch(ones, c), _Batch(ones, c)]) is None
+    other = [tuple(v + 1 for v in s) for s in shapes]
+    assert _same_c_shapes([batches[0], _Batch(other, c)]) is None
