@@ -55,3 +55,30 @@ template <typename T> __device__ __forceinline__ float load_f(const T *p) { retu
 template <> __device__ __forceinline__ float load_f<dl_half>(const dl_half *p) { return half_to_float(*p); }
 template <typename T> __device__ __forceinline__ double load_d(const T *p) { return (double)(*p); }
 template <> __device__ __forceinline__ double load_d<dl_half>(const dl_half *p) { return (double)half_to_float(*p); }
+
+// The histogram-equalization table's value at bin t (OpenCV's formula: the cumulative
+// histogram from the first non-empty bin, scaled to 0..255, rounded half to even), for one
+// plane whose 256-bin histogram holds `count` at t. Every thread t < 256 of the block calls
+// it (it synchronises), with `cdf` (256 entries) and `first_bin` in shared memory.
+__device__ __forceinline__ unsigned char equalize_table_value(unsigned int count, int t,
+                                                              unsigned long long *cdf,
+                                                              int *first_bin) {
+  cdf[t] = count;
+  if (t == 0) *first_bin = 256;
+  __syncthreads();
+  if (count) atomicMin(first_bin, t);
+  for (int offset = 1; offset < 256; offset <<= 1) {  // Hillis-Steele scan
+    unsigned long long add = t >= offset ? cdf[t - offset] : 0ull;
+    __syncthreads();
+    cdf[t] += add;
+    __syncthreads();
+  }
+  const unsigned long long total = cdf[255];
+  const int fb = *first_bin;
+  const unsigned long long first = fb < 256 ? cdf[fb] : 0ull;
+  if (first == total) return (unsigned char)t;
+  if (t < fb) return 0;  // no pixel has this value
+  const double factor = 255.0 / (double)(total - first);
+  const double v = rint((double)(cdf[t] - first) * factor);
+  return (unsigned char)(v > 255.0 ? 255.0 : v);
+}

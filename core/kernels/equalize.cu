@@ -63,30 +63,8 @@ extern "C" __global__ void equalize_lut(const unsigned int *__restrict__ hist,
   __shared__ int first_bin;
   const long long plane = blockIdx.x;
   const int t = threadIdx.x;
-  const unsigned int count = hist[plane * EQ_BINS + t];
-  cdf[t] = count;
-  if (t == 0) first_bin = EQ_BINS;
-  __syncthreads();
-  if (count) atomicMin(&first_bin, t);
-  for (int offset = 1; offset < EQ_BINS; offset <<= 1) {  // Hillis-Steele scan
-    unsigned long long add = t >= offset ? cdf[t - offset] : 0ull;
-    __syncthreads();
-    cdf[t] += add;
-    __syncthreads();
-  }
-  const unsigned long long total = cdf[EQ_BINS - 1];
-  const unsigned long long first = first_bin < EQ_BINS ? cdf[first_bin] : 0ull;
-  unsigned char value;
-  if (first == total) {
-    value = (unsigned char)t;
-  } else if (t < first_bin) {
-    value = 0;  // no pixel has this value
-  } else {
-    double factor = (EQ_BINS - 1.0) / (double)(total - first);
-    double v = rint((double)(cdf[t] - first) * factor);
-    value = (unsigned char)(v > 255.0 ? 255.0 : v);
-  }
-  lut[plane * EQ_BINS + t] = value;
+  lut[plane * EQ_BINS + t] =
+      equalize_table_value(hist[plane * EQ_BINS + t], t, cdf, &first_bin);
 }
 
 extern "C" __global__ void equalize_apply(const EqDesc *__restrict__ descs,

@@ -141,17 +141,23 @@ def normalize_apply_batch(
     if n == 0:
         return out
     d = normalize_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, **descs_args)
+    if int(d["size"].max()):
+        _apply(s, out, d, upload(d, stream), (scale, shift, eps, ddof), stream)
+    return out
+
+
+def _apply(s, out, d: np.ndarray, table, args: tuple, stream) -> None:
+    """Launch the normalize kernel over ``s`` into ``out``: ``d`` its descriptors (for the
+    grid), ``table`` their device copy, ``args`` (scale, shift, eps, ddof)."""
+    scale, shift, eps, ddof = args
     size = int(d["size"].max())
-    if size == 0:
-        return out
-    k = _get_normalize_kernel(np.dtype(s.dtype), np.dtype(out_dtype), s.device_id)
+    k = _get_normalize_kernel(np.dtype(s.dtype), np.dtype(out.dtype), s.device_id)
     k(
-        (max(1, min(4096, -(-size // _BLOCK))), 1, n),
+        (max(1, min(4096, -(-size // _BLOCK))), 1, len(s)),
         (_BLOCK, 1, 1),
-        (upload(d, stream), np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
+        (table, np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
         stream=stream,
     )
-    return out
 
 
 @stream_scoped
@@ -202,14 +208,6 @@ def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift,
         for i, (op, dtype) in enumerate((("mean", np.float32), ("variance", np.float64))):
             k = get_reduce_kernel(kind, in_dtype, np.dtype(dtype), REDUCE_OPS[op], s.device_id)
             k((blocks, 1, n), (REDUCE_BLOCK, 1, 1), (at[i], np.float64(0.0)), stream=stream)
-    size = int(d["size"].max())
-    if size == 0:
-        return out
-    k = _get_normalize_kernel(np.dtype(s.dtype), np.dtype(out_dtype), s.device_id)
-    k(
-        (max(1, min(4096, -(-size // _BLOCK))), 1, n),
-        (_BLOCK, 1, 1),
-        (at[2], np.float32(scale), np.float32(shift), np.float32(eps), np.int64(ddof)),
-        stream=stream,
-    )
+    if int(d["size"].max()):
+        _apply(s, out, d, at[2], (scale, shift, eps, ddof), stream)
     return out

@@ -96,29 +96,6 @@ extern "C" __global__ void point_lut(const PointDesc *__restrict__ descs,
     out[t] = ps_to_u8(__fmul_rn((float)(unsigned char)(t - shift), scale));
     return;
   }
-  // PS_EQUALIZE: equalize.cu's equalize_lut
-  const unsigned int count = h[t];
-  cdf[t] = count;
-  if (t == 0) first_bin = PS_BINS;
-  __syncthreads();
-  if (count) atomicMin(&first_bin, t);
-  for (int offset = 1; offset < PS_BINS; offset <<= 1) {  // Hillis-Steele scan
-    unsigned long long add = t >= offset ? cdf[t - offset] : 0ull;
-    __syncthreads();
-    cdf[t] += add;
-    __syncthreads();
-  }
-  const unsigned long long total = cdf[PS_BINS - 1];
-  const unsigned long long first = first_bin < PS_BINS ? cdf[first_bin] : 0ull;
-  unsigned char value;
-  if (first == total) {
-    value = (unsigned char)t;
-  } else if (t < first_bin) {
-    value = 0;
-  } else {
-    double factor = (PS_BINS - 1.0) / (double)(total - first);
-    double v = rint((double)(cdf[t] - first) * factor);
-    value = (unsigned char)(v > 255.0 ? 255.0 : v);
-  }
-  out[t] = value;
+  // PS_EQUALIZE: equalize.cu's equalize_lut (common.cuh's equalize_table_value)
+  out[t] = equalize_table_value(h[t], t, cdf, &first_bin);
 }

@@ -62,21 +62,33 @@ class LookupRows(Operator):
         return self.table[row][x]
 
     def run_batch(self, inputs, args, params, stream):
-        import cupy
-
         from ..kernels.equalize import lookup_rows_batch
 
         s = as_samples(inputs[0])
-        if "row" in args:
-            rows = _small.stack(args["row"])
-            if rows is None or rows.ndim != 1:
-                rows = np.array([int(r) for r in args["row"]], np.int64)
-        else:
-            rows = np.full(len(s), int(self.row), np.int64)
+        rows = sample_rows(args, len(s), self.row)
         self._check(s.dtype, rows)
-        table = self._device_tables.get(s.device_id)
-        if table is None:
-            with cupy.cuda.Device(s.device_id):
-                table = cupy.asarray(self.table)  # once per device, then kept
-            self._device_tables[s.device_id] = table
-        return lookup_rows_batch(s, table, rows.astype(np.int64, copy=False), stream=stream)
+        table = device_table(self, s.device_id)
+        return lookup_rows_batch(s, table, rows, stream=stream)
+
+
+def sample_rows(args: dict, n: int, default) -> np.ndarray:
+    """Each sample's row of a table operator (``_lookup_rows``, ``_lookup_stats``), int64:
+    the ``row`` argument input's values, else ``default`` for every sample."""
+    if "row" not in args:
+        return np.full(n, int(default), np.int64)
+    rows = _small.stack(args["row"])
+    if rows is None or rows.ndim != 1:
+        rows = np.array([int(r) for r in args["row"]], np.int64)
+    return rows.astype(np.int64, copy=False)
+
+
+def device_table(op, device_id: int):
+    """``op.table`` on the GPU ``device_id``: copied once per device, then kept in
+    ``op._device_tables``."""
+    import cupy
+
+    table = op._device_tables.get(device_id)
+    if table is None:
+        with cupy.cuda.Device(device_id):
+            table = op._device_tables[device_id] = cupy.asarray(op.table)
+    return table

@@ -41,9 +41,9 @@ from ..kernels.point_stats import (
     TABLE,
     point_stats_batch,
 )
-from . import _small
 from .brightness_contrast import apply_lut
 from .equalize import _DEFAULT, equalize_geometries, equalize_geometry
+from .lookup_rows import device_table, sample_rows
 
 __all__ = ["KINDS", "LookupStats"]
 
@@ -191,23 +191,11 @@ class LookupStats(Operator):
 
     # --- GPU ----------------------------------------------------------------------------------
     def run_batch(self, inputs, args, params, stream):
-        import cupy
-
         s = as_samples(inputs[0])
-        if "row" in args:
-            rows = _small.stack(args["row"])
-            if rows is None or rows.ndim != 1:
-                rows = np.array([int(r) for r in args["row"]], np.int64)
-        else:
-            rows = np.full(len(s), int(self.row), np.int64)
+        rows = sample_rows(args, len(s), self.row)
         geometry = equalize_geometries(self.schema, self._layout, s.shapes)
         self._check(s.dtype, rows, geometry)
-        table = self._device_tables.get(s.device_id)
-        if table is None:
-            with cupy.cuda.Device(s.device_id):
-                table = cupy.asarray(self.table)  # once per device, then kept
-            self._device_tables[s.device_id] = table
-        rows = rows.astype(np.int64, copy=False)
+        table = device_table(self, s.device_id)
         return point_stats_batch(
             s, geometry, self.kind[rows], self.param[rows], rows, table, WEIGHTS, stream=stream
         )
