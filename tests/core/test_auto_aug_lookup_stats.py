@@ -203,17 +203,18 @@ def _suite(kind, imgs):
 
 @pytest.mark.parametrize("kind", ["auto_augment", "rand_augment", "trivial_augment"])
 def test_fused_suites_equal_unfused_on_varied_content(kind, monkeypatch):
-    """The suites on varied content, two batches: the fused graph (one value-wise operator a
-    step, none of the replaced ones) gives the unfused outputs, contrast aside within 1."""
-    imgs = varied(64, (10, 12, 3), seed=4)
+    """The suites on varied content: the fused graph (one value-wise operator a step, none of
+    the replaced ones) gives the unfused outputs, contrast aside within 1. (Two batches of the
+    suites on plainer images: tests/core/test_auto_aug.py.)"""
+    imgs = varied(36, (8, 10, 3), seed=4)
 
     def run():
         p = pipeline_def(enable_conditionals=True)(_suite)(
-            kind, imgs, batch_size=64, num_threads=2, device_id=None, seed=9
+            kind, imgs, batch_size=36, num_threads=2, device_id=None, seed=9
         )
         p.build()
         schemas = [n.op.schema for n in p._ops]
-        return schemas, [[np.asarray(p.run()[0].at(i)) for i in range(64)] for _ in range(2)]
+        return schemas, [np.asarray(p.run()[0].at(i)) for i in range(36)]
 
     schemas, got = run()
     with monkeypatch.context() as m:
@@ -224,12 +225,11 @@ def test_fused_suites_equal_unfused_on_varied_content(kind, monkeypatch):
     )
     assert not REPLACED & set(schemas)
     differing = 0
-    for b in range(2):
-        for g, w in zip(got[b], want[b], strict=True):
-            d = np.abs(g.astype(int) - w.astype(int))
-            assert d.max(initial=0) <= 1
-            differing += int((d > 0).sum())
-    assert differing <= 64 * 10 * 12 * 3 * 2 // 1000, differing
+    for g, w in zip(got, want, strict=True):
+        d = np.abs(g.astype(int) - w.astype(int))
+        assert d.max(initial=0) <= 1
+        differing += int((d > 0).sum())
+    assert differing <= max(1, 36 * 8 * 10 * 3 // 1000), differing
 
 
 def test_rows_picked_without_conditionals_equal_the_bisection(monkeypatch):
