@@ -24,6 +24,23 @@ from dlpipe.operators import _copy  # noqa: E402
 from dlpipe.options import RuntimeOptions  # noqa: E402
 
 
+def _upload_and_compare(monkeypatch, samples, got, spans):
+    """Copy ``got`` (views of pinned memory) up: one ``memcpyAsync`` a sample, each equal to the
+    host sample. Returns the copy operator (its pending uploads hold the views)."""
+    copies = []
+    real = cupy.cuda.runtime.memcpyAsync
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a) or real(*a))
+    op = _copy.CopyToGpu(device="mixed")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        out = op.run_batch([_copy.PinnedSamples(got, spans)], {}, None, stream)
+    stream.synchronize()
+    assert len(copies) == len(samples)
+    for a, b in zip(samples, out, strict=True):
+        np.testing.assert_array_equal(a, cupy.asnumpy(b))
+    return op
+
+
 @pytest.mark.parametrize("ragged", [True, False])
 def test_pinned_samples_go_up_in_place(monkeypatch, ragged):
     rng = np.random.default_rng(4)
@@ -35,22 +52,7 @@ def test_pinned_samples_go_up_in_place(monkeypatch, ragged):
     attrs = cupy.cuda.runtime.pointerGetAttributes(blocks.spans[0][0])
     kind = getattr(attrs, "type", getattr(attrs, "memoryType", None))  # by CuPy's version
     assert kind == 1  # cudaMemoryTypeHost: page-locked
-    copies = []
-    real = cupy.cuda.runtime.memcpyAsync
-
-    def memcpy(*a):
-        copies.append(a)
-        return real(*a)
-
-    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", memcpy)
-    op = _copy.CopyToGpu(device="mixed")
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        out = op.run_batch([_copy.PinnedSamples(got, blocks.spans)], {}, None, stream)
-    stream.synchronize()
-    assert len(copies) == len(samples)
-    for a, b in zip(samples, out, strict=True):
-        np.testing.assert_array_equal(a, cupy.asnumpy(b))
+    _upload_and_compare(monkeypatch, samples, got, blocks.spans)
 
 
 def test_upload_area_is_page_locked_and_goes_up_in_place(monkeypatch):
@@ -64,17 +66,7 @@ def test_upload_area_is_page_locked_and_goes_up_in_place(monkeypatch):
     samples = [rng.standard_normal(int(n)).astype(np.float32) for n in (70_000, 90_000, 30_000)]
     span = area.reserve(1, sum(a.nbytes for a in samples))
     got = area.unpack(pack(samples, area.memory, span), span)
-    copies = []
-    real = cupy.cuda.runtime.memcpyAsync
-    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a) or real(*a))
-    op = _copy.CopyToGpu(device="mixed")
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        out = op.run_batch([_copy.PinnedSamples(got, blocks.spans)], {}, None, stream)
-    stream.synchronize()
-    assert len(copies) == len(samples)
-    for a, b in zip(samples, out, strict=True):
-        np.testing.assert_array_equal(a, cupy.asnumpy(b))
+    op = _upload_and_compare(monkeypatch, samples, got, blocks.spans)
     area.retire()
     op._pending.clear()
     del got
