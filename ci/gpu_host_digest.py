@@ -28,10 +28,32 @@ import cupy  # noqa: E402 (the stand-in)
 import numpy as np  # noqa: E402
 
 
+def log_launches(log: list, describe) -> None:
+    """Append ``repr(describe(kernel, grid, block, args, shared_mem))`` to ``log`` at each kernel
+    launch (this digest's and ``gpu_host_semdigest.py``'s)."""
+    call = cupy._Kernel.__call__
+
+    def launch(self, grid, block, args, shared_mem=0, stream=None):
+        log.append(repr(describe(self, grid, block, args, shared_mem)).encode())
+        return call(self, grid, block, args, shared_mem, stream)
+
+    cupy._Kernel.__call__ = launch
+
+
+def build_graph(graph: str, aug: str, batch: int, resize: bool = False):
+    """``ci/gpu_host_model.py``'s pipeline for ``--graph``/``--aug`` and the label to print."""
+    from gpu_host_model import build, build_nemo, build_speech
+
+    if graph == "speech":  # DLE's Jasper GPU part
+        return build_speech(aug == "train", batch), aug
+    if graph == "nemo":  # NeMo's GPU part (one graph for both splits)
+        return build_nemo(batch), "nemo"
+    return build(aug, batch, resize), aug
+
+
 def record(log: list) -> None:
     """Append each upload's bytes and each launch's description to ``log``."""
     set_ = cupy.ndarray.set
-    call = cupy._Kernel.__call__
 
     def upload(self, host, stream=None):
         log.append(np.ascontiguousarray(host).tobytes())
@@ -41,10 +63,6 @@ def record(log: list) -> None:
         if isinstance(a, cupy.ndarray):
             return ("device", a.shape, str(a.dtype), a.data.ptr)
         return repr(a)
-
-    def launch(self, grid, block, args, shared_mem=0, stream=None):
-        log.append(repr((self.name, grid, block, [arg(a) for a in args], shared_mem)).encode())
-        return call(self, grid, block, args, shared_mem, stream)
 
     runtime = cupy.cuda.runtime
     memcpy = runtime.memcpyAsync
@@ -56,12 +74,12 @@ def record(log: list) -> None:
 
     cupy.ndarray.set = upload
     runtime.memcpyAsync = memcpy_upload
-    cupy._Kernel.__call__ = launch
+    log_launches(
+        log, lambda k, grid, block, args, shm: (k.name, grid, block, [arg(a) for a in args], shm)
+    )
 
 
 def main() -> None:
-    from gpu_host_model import build, build_nemo, build_speech
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", choices=["efficientnet", "speech", "nemo"], default="efficientnet")
     ap.add_argument("--aug", choices=["autoaugment", "trivialaugment", "train", "val"],
@@ -73,17 +91,12 @@ def main() -> None:
     args = ap.parse_args()
     log: list[bytes] = []
     record(log)
-    if args.graph == "speech":  # DLE's Jasper GPU part, its batch of 32 unless told
-        pipe = build_speech(args.aug == "train", 32 if args.batch == 64 else args.batch)
-    elif args.graph == "nemo":  # NeMo's GPU part (one graph for both splits)
-        pipe = build_nemo(32 if args.batch == 64 else args.batch)
-        args.aug = "nemo"
-    else:
-        pipe = build(args.aug, args.batch, args.resize)
+    speech = args.graph != "efficientnet" and args.batch == 64  # (speech: 32 unless told)
+    pipe, label = build_graph(args.graph, args.aug, 32 if speech else args.batch, args.resize)
     for _ in range(args.iters):
         pipe.run()
     digest = hashlib.sha256(b"".join(log)).hexdigest()
-    print(f"{args.aug}: {len(log)} uploads and launches, {sum(map(len, log))} bytes, {digest}")
+    print(f"{label}: {len(log)} uploads and launches, {sum(map(len, log))} bytes, {digest}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cupy  # noqa: E402 (the stand-in)
 import numpy as np  # noqa: E402
+from gpu_host_digest import build_graph, log_launches  # noqa: E402
 
 _BASE, _STEP = 1 << 40, 1 << 36
 
@@ -53,7 +54,7 @@ class Recorder:
         import dlpipe.kernels as kernels
 
         cupy._ADDRESSES = itertools.count(_BASE, _STEP)
-        getitem, empty, call = cupy.ndarray.__getitem__, cupy.empty, cupy._Kernel.__call__
+        getitem, empty = cupy.ndarray.__getitem__, cupy.empty
         upload = kernels.upload
         rec = self
 
@@ -79,13 +80,11 @@ class Recorder:
             rec.allocs[-1][3] = np.ascontiguousarray(host).tobytes()
             return dev
 
-        def launch(kernel, grid, block, args, shared_mem=0, stream=None):
-            rec.log.append(repr(rec.describe(kernel.name, grid, block, args)).encode())
-            return call(kernel, grid, block, args, shared_mem, stream)
-
         cupy.ndarray.__getitem__ = sliced
         cupy.empty = allocate
-        cupy._Kernel.__call__ = launch
+        log_launches(
+            self.log, lambda k, grid, block, args, _: rec.describe(k.name, grid, block, args)
+        )
         for name, mod in list(sys.modules.items()):
             if name.startswith("dlpipe.kernels") and getattr(mod, "upload", None) is upload:
                 mod.upload = descriptor_upload
@@ -153,17 +152,11 @@ def main() -> None:
     args = ap.parse_args()
     rec = Recorder()
     rec.install()
-    from gpu_host_model import build_nemo, build_speech
-
-    if args.graph == "speech":
-        pipe = build_speech(args.aug == "train", args.batch)
-    else:
-        pipe = build_nemo(args.batch)
-        args.aug = "nemo"
+    pipe, label = build_graph(args.graph, args.aug, args.batch)
     for _ in range(args.iters):
         pipe.run()
     digest = hashlib.sha256(b"".join(rec.log)).hexdigest()
-    print(f"{args.aug}: {len(rec.log)} launches, {digest}")
+    print(f"{label}: {len(rec.log)} launches, {digest}")
 
 
 if __name__ == "__main__":
