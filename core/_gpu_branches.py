@@ -237,13 +237,11 @@ class BranchPlan:
             return _pick(value, pos)
         return value.take(pos)
 
-    def gather(
-        self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None, holders=None
-    ):
+    def gather(self, node, inputs: Sequence, args: dict, params, rows: np.ndarray | None, holders):
         """``node``'s inputs, argument inputs and parameters over its samples (``rows``, from
         :meth:`samples`): one ``take`` per GPU input held in another scope, none per sample.
         ``holders``: (``held_in`` of each input node, {argument name: ``held_in`` of its
-        node}), the same every iteration (:func:`holders`), or None to work them out.
+        node}), the same every iteration (:func:`node_holders`, worked out once per node).
 
         A merge's two inputs are taken over the samples of its scope that chose the true
         branch and those that chose the false one (ABSENT stays ABSENT); its ``predicate``
@@ -258,7 +256,7 @@ class BranchPlan:
             pred = self.predicate(pred_node)
             sides = None  # (the samples of each side: made only when an input needs them)
             taken = []
-            in_held, arg_held = holders or node_holders(node)
+            in_held, arg_held = holders
             for held, v, branch in zip(in_held, inputs, (True, False), strict=True):
                 absent = isinstance(v, Absent)
                 holder = None if absent else held
@@ -289,7 +287,7 @@ class BranchPlan:
             args = {k: bring(v, arg_held[k], scope) for k, v in args.items() if k != "predicate"}
             args["predicate"] = pred if rows is None else pred[rows]
         else:
-            in_held, arg_held = holders or node_holders(node)
+            in_held, arg_held = holders
             bring = self._bring
             inputs = [bring(v, h, scope) for v, h in zip(inputs, in_held, strict=True)]
             args = {k: bring(v, arg_held[k], scope) for k, v in args.items()}

@@ -33,8 +33,9 @@ def padded_shapes(in_shapes, axes, shapes, aligns, who: str = "pad") -> np.ndarr
         in_shapes: (N, ndim) input shapes.
         axes: the padded axes.
         shapes: per sample, the requested extent per padded axis (<= 0: the batch's largest),
-            or None.
-        aligns: per sample, one alignment or one per padded axis, or None.
+            or None; a list of one entry stands for every sample (the static argument).
+        aligns: per sample, one alignment or one per padded axis, or None (one entry: every
+            sample's).
         who: the operator name for errors.
     """
     in_shapes = np.asarray(in_shapes, np.int64)
@@ -188,16 +189,10 @@ class Pad(Operator):
         n = len(in_shapes)
         ndim = in_shapes.shape[1] if n else 0
         axes = self._axes(ndim)
-        if not args:  # the static arguments: one value for every sample, checked once
+        if not args:  # the static arguments: the same for every sample, one list entry each
             shapes = None if self.shape is None else [self.shape]
             aligns = None if self.align is None else [self.align]
-            out = in_shapes.copy()
-            if not n:
-                return out, axes
-            largest = in_shapes.max(axis=0)
-            return _padded_shapes_uniform(
-                in_shapes, out, largest, axes, shapes, aligns, self.schema
-            ), axes
+            return padded_shapes(in_shapes, axes, shapes, aligns, self.schema), axes
         shapes = self._per_sample("shape", args, n)
         aligns = self._per_sample("align", args, n)
         return padded_shapes(in_shapes, axes, shapes, aligns, self.schema), axes
