@@ -423,19 +423,20 @@ class Held:
         self._full = None
 
     def samples(self) -> list:
-        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it."""
-        full = [None] * self.n
-        for j, v in zip(self.idx, self.array, strict=True):
-            full[j] = v
-        return full
+        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it;
+        made on the first call, kept for the others (not to be changed)."""
+        if self._full is None:
+            full = [None] * self.n
+            for j, v in zip(self.idx, self.array, strict=True):
+                full[j] = v
+            self._full = full
+        return self._full
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i):
-        if self._full is None:
-            self._full = self.samples()
-        return self._full[i]
+        return self.samples()[i]
 
     def __iter__(self):
         return iter(self.samples())
