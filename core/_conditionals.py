@@ -133,15 +133,13 @@ def predicate_mask(samples, n: int) -> np.ndarray:
     arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
     if arr is not None and arr.shape == (n,):
         return arr.astype(bool)
-    if isinstance(samples, Scattered) and samples.part.array.ndim == 1:  # a nested predicate
+    # a nested predicate: its scope's rows, as one array (a Held: array-only, Executor._arrays_only)
+    held = samples.part if isinstance(samples, Scattered) else samples
+    if isinstance(samples, (Scattered, Held)) and held.array.ndim == 1:
         m = np.zeros(n, bool)
-        m[samples.rows] = samples.part.array
+        m[samples.rows] = held.array
         return m
-    if isinstance(samples, Held):  # (array-only: Executor._arrays_only)
-        if samples.array.ndim == 1:
-            m = np.zeros(n, bool)
-            m[samples.rows] = samples.array
-            return m
+    if isinstance(samples, Held):
         samples = samples.samples()
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
