@@ -133,15 +133,13 @@ def predicate_mask(samples, n: int) -> np.ndarray:
     arr = getattr(samples, "array", None)  # graph.Rows: the batch's own rows
     if arr is not None and arr.shape == (n,):
         return arr.astype(bool)
-    if isinstance(samples, Scattered) and samples.part.array.ndim == 1:  # a nested predicate
+    # a nested predicate: its scope's rows, as one array (a Held: array-only, Executor._arrays_only)
+    held = samples.part if isinstance(samples, Scattered) else samples
+    if isinstance(samples, (Scattered, Held)) and held.array.ndim == 1:
         m = np.zeros(n, bool)
-        m[samples.rows] = samples.part.array
+        m[samples.rows] = held.array
         return m
-    if isinstance(samples, Held):  # (array-only: Executor._arrays_only)
-        if samples.array.ndim == 1:
-            m = np.zeros(n, bool)
-            m[samples.rows] = samples.array
-            return m
+    if isinstance(samples, Held):
         samples = samples.samples()
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
@@ -423,19 +421,20 @@ class Held:
         self._full = None
 
     def samples(self) -> list:
-        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it."""
-        full = [None] * self.n
-        for j, v in zip(self.idx, self.array, strict=True):
-            full[j] = v
-        return full
+        """The whole batch's list (None outside the scope), as a :class:`Scattered` holds it;
+        made on the first call, kept for the others (not to be changed)."""
+        if self._full is None:
+            full = [None] * self.n
+            for j, v in zip(self.idx, self.array, strict=True):
+                full[j] = v
+            self._full = full
+        return self._full
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i):
-        if self._full is None:
-            self._full = self.samples()
-        return self._full[i]
+        return self.samples()[i]
 
     def __iter__(self):
         return iter(self.samples())

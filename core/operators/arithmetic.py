@@ -332,9 +332,6 @@ def apply_op(op: str, dt: np.dtype, args: list[np.ndarray], arg_dts) -> np.ndarr
     raise ValueError(f"unknown expression operation {op!r}")
 
 
-_DTYPES: dict[str, np.dtype] = {}  # a plan's dtype names (evaluate)
-
-
 def quiet(steps: tuple) -> bool:
     """Whether a plan can raise no numpy floating-point error whatever its inputs, so that
     :func:`evaluate` needs no ``np.errstate`` (~3 us a call; the automatic augmentations'
@@ -371,15 +368,21 @@ def evaluate(steps: tuple, inputs: Sequence[np.ndarray], is_quiet: bool = False)
     Raises:
         ValueError: input shapes that do not broadcast.
     """
+    return _run(_compiled(steps), inputs, is_quiet)
+
+
+def _run(compiled: tuple, inputs: Sequence[np.ndarray], is_quiet: bool) -> np.ndarray:
+    """:func:`_run_compiled`, under ``np.errstate`` unless the plan is quiet."""
     if is_quiet:
-        return _evaluate(steps, inputs)
+        return _run_compiled(compiled, inputs)
     with np.errstate(all="ignore"):  # integer wrap-around, division by zero: C semantics
-        return _evaluate(steps, inputs)
+        return _run_compiled(compiled, inputs)
 
 
+@functools.cache
 def _compiled(steps: tuple) -> tuple:
-    """A plan as ``_run_compiled`` runs it over whole batches: ``(code, dtype, payload)``
-    per step, the dtype made, a constant's array made once (read-only: an operation that
+    """A plan as ``_run_compiled`` runs it (a sample's or a whole batch's values), made once
+    per plan: ``(code, dtype, payload)`` per step, the dtype made, a constant's array made once (read-only: an operation that
     gives an operand back gives it back unchanged, and the result is copied if it is one),
     and whether an operation's operands need the broadcast check (more than one)."""
     out = []
@@ -398,10 +401,9 @@ def _compiled(steps: tuple) -> tuple:
 
 
 def _run_compiled(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """:func:`_evaluate` of a :func:`_compiled` plan (same operations, same checks, same
-    result), without the per-step dtype lookups and constants made anew: the automatic
-    augmentations run ~20 such expressions a batch (BENCHMARKS.md, "The CPU stage without
-    per-sample lists")."""
+    """Run a :func:`_compiled` plan: without per-step dtype lookups and constants made anew
+    (the automatic augmentations run ~20 such expressions a batch: BENCHMARKS.md, "The CPU
+    stage without per-sample lists")."""
     values: list = []
     for code, dt, payload in steps:
         if code == 0:
@@ -420,33 +422,6 @@ def _run_compiled(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
         values.append(v)
     out = values[-1]
     # a new writeable array (not an input or a constant kept as it is)
-    return out if out.flags.c_contiguous and out.flags.writeable else out.copy()
-
-
-def _evaluate(steps: tuple, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """:func:`evaluate` under whatever numpy error state the caller set."""
-    values: list = []
-    shapes: list = []
-    for kind, dt_name, payload in steps:
-        dt = _DTYPES.get(dt_name)
-        if dt is None:
-            dt = _DTYPES[dt_name] = np.dtype(dt_name)
-        if kind == "load":
-            v = np.asarray(inputs[payload])
-        elif kind == "const":
-            v = np.array(payload, dt)
-        else:
-            op, arg_steps, arg_dts = payload
-            args = [values[k] for k in arg_steps]
-            if len(args) > 1:  # (0-d operands and equal shapes always broadcast)
-                dims = {shapes[k] for k in arg_steps} - {()}
-                if len(dims) > 1:
-                    broadcast_shape([shapes[k] for k in arg_steps])  # DALI's error, if any
-            v = _as(np.asarray(apply_op(op, dt, args, arg_dts)), dt)
-        values.append(v)
-        shapes.append(v.shape)
-    out = values[-1]
-    # a new writeable array (not an input kept as it is: a read-only constant batch)
     return out if out.flags.c_contiguous and out.flags.writeable else out.copy()
 
 
@@ -542,11 +517,7 @@ class ArithmeticGenericOp(Operator):
                 cached = self._cpu_plans[dtypes] = (_compiled(steps), quiet(steps))
             steps, is_quiet = cached
             try:
-                if is_quiet:
-                    out = _run_compiled(steps, aligned)
-                else:
-                    with np.errstate(all="ignore"):  # integer wrap-around, division by zero
-                        out = _run_compiled(steps, aligned)
+                out = _run(steps, aligned, is_quiet)
             except ValueError:  # shapes that do not broadcast: the per-sample error below
                 out = None
             if out is not None:
