@@ -141,6 +141,11 @@ def predicate_mask(samples, n: int) -> np.ndarray:
         return m
     if isinstance(samples, Held):
         samples = samples.samples()
+    if isinstance(samples, list) and len(samples) == n:
+        try:  # 0-d bools (None is False): np.fromiter, a third of np.array's cost (~10 us)
+            return np.fromiter(samples, bool, n)
+        except (TypeError, ValueError):  # not 0-d samples: as below
+            pass
     try:  # 0-d samples (None is False): one numpy call
         m = np.array(samples, dtype=bool)
         if m.shape == (n,):

@@ -33,7 +33,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from ._conditionals import Absent, Scattered, Scope, predicate_mask
+from ._conditionals import Absent, Scope, predicate_mask
 
 __all__ = ["BranchPlan", "held_in", "merge_gpu", "node_holders", "scatter_gpu"]
 
@@ -72,27 +72,6 @@ def _positions(mask: np.ndarray) -> np.ndarray | None:
     return None if len(pos) == len(mask) else pos
 
 
-def _predicate_mask(samples, n: int) -> np.ndarray:
-    """``predicate_mask(samples, n)``. A predicate the CPU stage gave as one array (a
-    ``graph.Rows`` of the batch, or a ``Scattered`` value of a scope whose part is 1-D) goes
-    through ``predicate_mask``, which reads that array (~1.5 us); a plain list of 0-d bools
-    (None where a sample took no part) is read by ``np.fromiter`` at a third of ``np.array``'s
-    cost (~10 against ~28 us for 128 samples). The automatic augmentations read 8-11
-    predicates a batch, nearly all of them Scattered or Rows: ~60 us a batch less than
-    ``np.fromiter`` over their 0-d samples."""
-    if isinstance(samples, Scattered):
-        if samples.part.array.ndim == 1:
-            return predicate_mask(samples, n)
-    elif getattr(samples, "array", None) is not None and samples.array.shape == (n,):
-        return predicate_mask(samples, n)
-    if isinstance(samples, list) and len(samples) == n:
-        try:
-            return np.fromiter(samples, bool, n)
-        except (TypeError, ValueError):  # (not 0-d samples: predicate_mask sorts them out)
-            pass
-    return predicate_mask(samples, n)
-
-
 def _batch_owner(owners):
     """An owner for every sample of a batch whose samples come from ``owners`` (one object, or
     a list with one per sample): one reference instead of a per-sample list (a tuple is never
@@ -121,7 +100,7 @@ class BranchPlan:
         """A predicate node's values as a bool (n,) array (False where it has none)."""
         m = self._preds.get(node)
         if m is None:
-            m = self._preds[node] = _predicate_mask(self.values[node], self.n)
+            m = self._preds[node] = predicate_mask(self.values[node], self.n)
         return m
 
     def mask(self, scope: Scope | None) -> np.ndarray | None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dlpipe import executor_gpu, fn, pipeline_def, types
-from dlpipe._conditionals import ABSENT, Absent, Scattered
-from dlpipe._gpu_branches import BranchPlan, _predicate_mask, held_in, merge_gpu, scatter_gpu
+from dlpipe._conditionals import ABSENT, Absent, Scattered, predicate_mask
+from dlpipe._gpu_branches import BranchPlan, held_in, merge_gpu, scatter_gpu
 from dlpipe.graph import Rows, Skipped
 
 GpuStage = executor_gpu.GpuStage  # (the builds below replace it with _NoGpuStage)
@@ -163,7 +163,7 @@ def test_rows_and_positions_match_per_sample_selection():
 
 @pytest.mark.parametrize("dtype", [bool, np.int32, np.float32])
 def test_predicate_mask_of_every_form_is_the_samples_truth(dtype):
-    """_predicate_mask reads a Rows' or a Scattered value's array where there is one and the
+    """predicate_mask (as the GPU stage reads it) reads a Rows' or a Scattered value's array where there is one and the
     0-d samples otherwise: every form gives each sample's truth (None: False)."""
     rng = np.random.default_rng(3)
     n = 12
@@ -178,7 +178,7 @@ def test_predicate_mask_of_every_form_is_the_samples_truth(dtype):
     flat = Scattered(list(scattered), rows.tolist(), rows, Rows(list(part), values[rows, None]))
     for form in (samples, Rows(samples, values), scattered, flat, list(scattered)):
         want = [v is not None and bool(v) for v in form]
-        got = _predicate_mask(form, n)
+        got = predicate_mask(form, n)
         assert got.dtype == bool and got.tolist() == want
 
 
