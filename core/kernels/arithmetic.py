@@ -399,8 +399,6 @@ def _launch(steps, out_shapes: np.ndarray, out_dtype, in_ptrs, in_strides, devic
         in_ptrs: per input, (N,) device addresses of each sample's first element.
         in_strides: per input, (N, D) strides (elements) aligned to the output's dimensions.
     """
-    import cupy
-
     n = len(out_shapes)
     out = alloc_batch(out_shapes, out_dtype, device_id)
     if n == 0:
@@ -415,13 +413,22 @@ def _launch(steps, out_shapes: np.ndarray, out_dtype, in_ptrs, in_strides, devic
     if not totals.any():
         return out
     descs = pack_descriptors(out.ptrs, totals, ext, in_ptrs, sts)
+    _run_table(steps, ext.shape[1], totals, descs, device_id, stream)
+    return out
+
+
+def _run_table(steps, ndim: int, totals: np.ndarray, descs: np.ndarray, device_id, stream):
+    """Upload the descriptor table ``descs`` (one row per sample of ``totals`` elements, over
+    ``ndim`` dimensions) and launch the plan's kernel over it (:func:`_launch`,
+    :func:`_launch_flat`)."""
+    import cupy
+
     wide = bool(totals.max() >= 2**31)
-    kernel = _get_expr_kernel(steps, ext.shape[1], wide, device_id)
+    kernel = _get_expr_kernel(steps, ndim, wide, device_id)
     blocks = int(min(max(1, -(-int(totals.max()) // BLOCK)), 4096))
     with cupy.cuda.Device(device_id):
         dev = upload(descs, stream)
-        kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
-    return out
+        kernel((blocks, 1, len(descs)), (BLOCK, 1, 1), (dev,), stream=stream)
 
 
 @stream_scoped
@@ -497,18 +504,9 @@ def _launch_flat(steps, shapes: np.ndarray, out_dtype, in_ptrs, device_id, strea
     the descriptor table ``pack_descriptors`` would make of the merged dimensions (each row
     the output's address, its element count twice, then each input's address and stride 1),
     written directly."""
-    import cupy
-
-    n = len(shapes)
     out = alloc_batch(shapes, out_dtype, device_id)
     totals = shapes.prod(axis=1)
-    table = flat_descriptors(out.ptrs, totals, in_ptrs)
-    wide = bool(totals.max() >= 2**31)
-    kernel = _get_expr_kernel(steps, 1, wide, device_id)
-    blocks = int(min(max(1, -(-int(totals.max()) // BLOCK)), 4096))
-    with cupy.cuda.Device(device_id):
-        dev = upload(table, stream)
-        kernel((blocks, 1, n), (BLOCK, 1, 1), (dev,), stream=stream)
+    _run_table(steps, 1, totals, flat_descriptors(out.ptrs, totals, in_ptrs), device_id, stream)
     return out
 
 

@@ -67,7 +67,7 @@ def _descs(in_ptrs, out_ptrs, pixels, cdiv, frames, channels, plane0) -> np.ndar
     return d
 
 
-def _contiguous_in_new_out(inputs, stream):
+def contiguous_in_new_out(inputs, stream):
     """(the uint8 batch ``inputs``, C-contiguous, copied if need be; a new batch of its
     shapes for the output)."""
     s = as_samples(inputs)
@@ -81,7 +81,7 @@ def equalize_batch(inputs, geometry, stream=None):
     """Equalize every plane of a uint8 batch; ``geometry`` as in :func:`equalize_descs`."""
     import cupy
 
-    s, out = _contiguous_in_new_out(inputs, stream)
+    s, out = contiguous_in_new_out(inputs, stream)
     n = len(s)
     if n == 0:
         return out
@@ -92,19 +92,30 @@ def equalize_batch(inputs, geometry, stream=None):
     hist = cupy.zeros(planes * BINS, np.uint32)
     lut = cupy.empty(planes * BINS, np.uint8)
     descs = upload(d, stream)
-    blocks = max(1, min(1024, -(-int(sizes.max()) // (_BLOCK * 8))))
-    frames = max(1, min(65535, int(d["frames"].max())))
-    _get_equalize_kernel("equalize_hist", s.device_id)(
-        (blocks, frames, n), (_BLOCK, 1, 1), (descs, hist), stream=stream
-    )
+    launch_hist(d, descs, hist, s.device_id, stream)
     _get_equalize_kernel("equalize_lut", s.device_id)(
         (planes, 1, 1), (BINS, 1, 1), (hist, lut), stream=stream
     )
-    total = int((sizes * d["frames"]).max())
-    _get_equalize_kernel("equalize_apply", s.device_id)(
+    launch_apply(int((sizes * d["frames"]).max()), descs, lut, n, s.device_id, stream)
+    return out
+
+
+def launch_hist(d: np.ndarray, descs, hist, device_id: int, stream) -> None:
+    """``equalize_hist``: the histograms of the planes of the samples of the ``EQ_DESC`` rows
+    ``d`` (``descs`` their device copy) added into ``hist`` (zeroed, ``BINS`` per plane)."""
+    blocks = max(1, min(1024, -(-int((d["pixels"] * d["channels"]).max()) // (_BLOCK * 8))))
+    frames = max(1, min(65535, int(d["frames"].max())))
+    _get_equalize_kernel("equalize_hist", device_id)(
+        (blocks, frames, len(d)), (_BLOCK, 1, 1), (descs, hist), stream=stream
+    )
+
+
+def launch_apply(total: int, descs, lut, n: int, device_id: int, stream) -> None:
+    """``equalize_apply``: ``out = lut[plane][in]`` over the ``n`` samples of the device
+    descriptors ``descs``, the largest of ``total`` elements (more than 0)."""
+    _get_equalize_kernel("equalize_apply", device_id)(
         (max(1, min(4096, -(-total // _BLOCK))), 1, n), (_BLOCK, 1, 1), (descs, lut), stream=stream
     )
-    return out
 
 
 @stream_scoped
@@ -112,7 +123,7 @@ def lookup_rows_batch(inputs, table_dev, rows, stream=None):
     """``out = table[rows[k], in]`` for each sample ``k`` of a uint8 batch: a 256-entry lookup
     table per sample, row ``rows[k]`` of ``table_dev`` (a device array of rows of 256 uint8),
     with ``equalize_apply`` (one plane per sample, the plane's table being its row)."""
-    s, out = _contiguous_in_new_out(inputs, stream)
+    s, out = contiguous_in_new_out(inputs, stream)
     n = len(s)
     if n == 0:
         return out
@@ -121,10 +132,5 @@ def lookup_rows_batch(inputs, table_dev, rows, stream=None):
     if total == 0:
         return out
     d = _descs(s.ptrs, out.ptrs, sizes, 1, 1, 1, rows)
-    _get_equalize_kernel("equalize_apply", s.device_id)(
-        (max(1, min(4096, -(-total // _BLOCK))), 1, n),
-        (_BLOCK, 1, 1),
-        (upload(d, stream), table_dev),
-        stream=stream,
-    )
+    launch_apply(total, upload(d, stream), table_dev, n, s.device_id, stream)
     return out

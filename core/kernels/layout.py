@@ -15,7 +15,6 @@ cut by the window) are merged (``coalesce``), so a plain copy is a flat loop.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -116,8 +115,6 @@ def _coalesce(f: np.ndarray, channel_dim: int) -> tuple[np.ndarray, int]:
 
 
 _WORDS = COPY_DESC.itemsize // 8  # int64 words per descriptor: 4 scalars, then the fields
-_TEMPLATES: dict = {}  # (stacked fields' bytes, their shape, channel_dim) -> (words, channel)
-_TEMPLATES_LOCK = threading.Lock()
 _MAX_TEMPLATES = 32
 
 
@@ -125,7 +122,7 @@ def job_descriptors(in_ptrs, out_ptrs, channel_dim: int = -1, **fields) -> tuple
     """The ``COPY_DESC`` array of jobs (see the module docstring), axes coalesced.
 
     The descriptors but for their pointers depend only on the fields: they are memoised for
-    the last ``_MAX_TEMPLATES`` sets of fields, so a batch of shapes seen before (a slice of
+    the ``_MAX_TEMPLATES`` sets of fields last used, so a batch of shapes seen before (a slice of
     ``fn.shapes``' constant-shaped tensors, a pipeline fed one size) costs a copy and the
     pointers instead of the coalescing and ~15 numpy calls (~50 us).
 
@@ -143,23 +140,18 @@ def job_descriptors(in_ptrs, out_ptrs, channel_dim: int = -1, **fields) -> tuple
         ValueError: more than ``MAX_DIMS`` axes remain after coalescing.
     """
     f = _stacked(fields)
-    key = (f.tobytes(), f.shape, channel_dim)
-    hit = _TEMPLATES.get(key)
-    if hit is None:
-        hit = _template(f, channel_dim)
-        with _TEMPLATES_LOCK:
-            while len(_TEMPLATES) >= _MAX_TEMPLATES:
-                del _TEMPLATES[next(iter(_TEMPLATES))]
-            _TEMPLATES[key] = hit
-    words = hit[0].copy()
+    template, channel_dim = _template(f.tobytes(), f.shape, channel_dim)
+    words = template.copy()
     words[:, 0] = np.asarray(in_ptrs, np.uint64).view(np.int64)
     words[:, 1] = np.asarray(out_ptrs, np.uint64).view(np.int64)
-    return words.view(COPY_DESC).reshape(len(words)), hit[1]
+    return words.view(COPY_DESC).reshape(len(words)), channel_dim
 
 
-def _template(f: np.ndarray, channel_dim: int) -> tuple[np.ndarray, int]:
-    """(the descriptors as (jobs, ``_WORDS``) int64 words, pointers zero; the channel axis)
-    of the stacked fields ``f``, coalesced."""
+@functools.lru_cache(maxsize=_MAX_TEMPLATES)
+def _template(data: bytes, shape: tuple, channel_dim: int) -> tuple[np.ndarray, int]:
+    """(the descriptors as (jobs, ``_WORDS``) int64 words, pointers zero, read only; the
+    channel axis) of the stacked fields of ``shape`` (their int64 bytes ``data``), coalesced."""
+    f = np.frombuffer(data, np.int64).reshape(shape).copy()  # (coalesced in place)
     f, channel_dim = _coalesce(f, channel_dim)
     _, jobs, ndim = f.shape
     if ndim > MAX_DIMS:

@@ -11,11 +11,7 @@ import numpy as np
 from . import get_function, stream_scoped, upload
 from ._batch import alloc_batch, as_samples, uniform_rows
 from .one_hot import TYPE_NAMES
-from .reduce import _BLOCK as REDUCE_BLOCK
-from .reduce import _SMALL as REDUCE_SMALL
-from .reduce import OPS as REDUCE_OPS
-from .reduce import _get_reduce_kernel as get_reduce_kernel
-from .reduce import reduce_descriptors
+from .reduce import launch_reduce, reduce_descriptors
 
 MAX_DIMS = 8
 NORM_DESC = np.dtype(
@@ -199,15 +195,9 @@ def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift,
     tables = (d_mean, d_var, d)  # REDUCE_DESC and NORM_DESC rows: 320 bytes, aligned
     dev = upload(np.concatenate([t.view(np.uint8) for t in tables]), stream)
     at = [np.uint64(dev.data.ptr + sum(t.nbytes for t in tables[:i])) for i in range(3)]
-    n_out = int(d_mean["n_out"].max())
-    if n_out:  # (reduce_batch's choice of kernel and grid)
-        small = int(d_mean["n_red"].max()) <= REDUCE_SMALL
-        kind = "small" if small else "block"
-        blocks = max(1, min(4096, -(-n_out // REDUCE_BLOCK) if small else n_out))
-        in_dtype = np.dtype(s.dtype)
+    if int(d_mean["n_out"].max()):
         for i, (op, dtype) in enumerate((("mean", np.float32), ("variance", np.float64))):
-            k = get_reduce_kernel(kind, in_dtype, np.dtype(dtype), REDUCE_OPS[op], s.device_id)
-            k((blocks, 1, n), (REDUCE_BLOCK, 1, 1), (at[i], np.float64(0.0)), stream=stream)
+            launch_reduce(d_mean, at[i], s.dtype, dtype, op, 0.0, s.device_id, stream)
     if int(d["size"].max()):
         _apply(s, out, d, at[2], (scale, shift, eps, ddof), stream)
     return out

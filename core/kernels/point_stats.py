@@ -8,7 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from .equalize import BINS, EQ_DESC, _contiguous_in_new_out, equalize_descs
+from .equalize import (
+    BINS,
+    EQ_DESC,
+    contiguous_in_new_out,
+    equalize_descs,
+    launch_apply,
+    launch_hist,
+)
 
 # kinds of table (``point_stats.cu``'s PS_*)
 TABLE, BRIGHTNESS, CONTRAST, AUTO_CONTRAST, EQUALIZE = range(5)
@@ -26,16 +33,11 @@ POINT_DESC = np.dtype(
         ("pad", "<i4"),
     ]
 )
-_BLOCK = 256
 assert POINT_DESC.itemsize == EQ_DESC.itemsize == 48  # (uploaded as rows of one table)
 
 
 def _rows(d: np.ndarray) -> np.ndarray:
     return d.view(np.uint8).reshape(len(d), 48)
-
-
-def _kernel(name: str, src: str, device_id: int):
-    return get_function(src, name, device_id)
 
 
 def point_descs(geometry: np.ndarray, plane0: np.ndarray, kinds, params, rows) -> np.ndarray:
@@ -79,7 +81,7 @@ def point_stats_batch(inputs, geometry, kinds, params, rows, table_dev, weights,
     """
     import cupy
 
-    s, out = _contiguous_in_new_out(inputs, stream)
+    s, out = contiguous_in_new_out(inputs, stream)
     n = len(s)
     if n == 0:
         return out
@@ -99,21 +101,10 @@ def point_stats_batch(inputs, geometry, kinds, params, rows, table_dev, weights,
     hist = lut  # (read by no table when no sample needs statistics)
     if len(stats):
         hist = cupy.zeros(planes * BINS, np.uint32)
-        sd = d[stats]
-        frame_size = sd["pixels"] * sd["channels"]
-        blocks = max(1, min(1024, -(-int(frame_size.max()) // (_BLOCK * 8))))
-        frames = max(1, min(65535, int(sd["frames"].max())))
-        _kernel("equalize_hist", "equalize.cu", s.device_id)(
-            (blocks, frames, len(stats)), (_BLOCK, 1, 1), (hist_descs, hist), stream=stream
-        )
+        launch_hist(d[stats], hist_descs, hist, s.device_id, stream)
     w = [np.float32(v) for v in weights]
-    _kernel("point_lut", "point_stats.cu", s.device_id)(
+    get_function("point_stats.cu", "point_lut", s.device_id)(
         (planes, 1, 1), (BINS, 1, 1), (plane_descs, hist, table_dev, lut, *w), stream=stream
     )
-    _kernel("equalize_apply", "equalize.cu", s.device_id)(
-        (max(1, min(4096, -(-int(sizes.max()) // _BLOCK))), 1, n),
-        (_BLOCK, 1, 1),
-        (descs, lut),
-        stream=stream,
-    )
+    launch_apply(int(sizes.max()), descs, lut, n, s.device_id, stream)
     return out

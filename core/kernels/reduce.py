@@ -158,17 +158,25 @@ def reduce_batch(
             m = copy_batch(m, stream=stream)
         mean_ptrs = m.ptrs
     d = reduce_descriptors(s.ptrs, out.ptrs, s.shapes, s.strides, axes, norms, mean_ptrs)
+    if int(d["n_out"].max()):
+        launch_reduce(d, upload(d, stream), s.dtype, out_dtype, op, neutral, s.device_id, stream)
+    return out
+
+
+def launch_reduce(d: np.ndarray, table, in_dtype, out_dtype, op: str, neutral, device_id: int,
+                  stream) -> None:  # fmt: skip
+    """Launch the reduction kernel of ``op`` over the samples of the ``REDUCE_DESC`` rows
+    ``d`` (at least one output element): ``table`` their device copy; the small kernel (a
+    thread per output element) when every sample reduces at most ``_SMALL`` elements, else
+    a block per output element."""
     n_out = int(d["n_out"].max())
-    if n_out == 0:
-        return out
     small = int(d["n_red"].max()) <= _SMALL
     kind = "small" if small else "block"
-    k = _get_reduce_kernel(kind, np.dtype(s.dtype), np.dtype(out_dtype), OPS[op], s.device_id)
+    k = _get_reduce_kernel(kind, np.dtype(in_dtype), np.dtype(out_dtype), OPS[op], device_id)
     blocks = -(-n_out // _BLOCK) if small else n_out
     k(
-        (max(1, min(4096, blocks)), 1, n),
+        (max(1, min(4096, blocks)), 1, len(d)),
         (_BLOCK, 1, 1),
-        (upload(d, stream), np.float64(neutral)),
+        (table, np.float64(neutral)),
         stream=stream,
     )
-    return out
