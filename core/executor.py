@@ -954,8 +954,8 @@ class Executor:
             return None
 
     def _uploads(self, run: RemoteRun) -> list[DataNode]:
-        """The values ``run`` gives back that only ``.gpu()`` copies take (no CPU operator, no
-        output; no conditional in the graph). Where there is one, the replies are unpacked
+        """The values ``run`` gives back that only ``.gpu()`` copies take outside the part (no
+        CPU operator after it, no output; no conditional in the graph). Where there is one, the replies are unpacked
         into pinned memory, and the copies upload those values from there with no staging
         copy (``operators/_copy.py``, ``PinnedSamples``; BENCHMARKS.md, "Jasper validation's
         audio into pinned memory"); the part's other values (NeMo's entry indices, a CPU
@@ -967,9 +967,13 @@ class Executor:
             if getattr(self.gpu_stage, "device_id", None) is not None and not any(
                 n.scope is not None for n in nodes
             ):
+                inside = {id(n) for n in run.nodes}  # (NeMo's nonsilent_region of the audio)
                 for dn in run.gives:
                     takers = [
-                        n for n in nodes if any(x is dn for x in (*n.inputs, *n.arg_nodes.values()))
+                        n
+                        for n in nodes
+                        if id(n) not in inside
+                        and any(x is dn for x in (*n.inputs, *n.arg_nodes.values()))
                     ]
                     if (
                         takers

@@ -101,6 +101,18 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 # --- spectrogram -----------------------------------------------------------------------------
 
 
+def fft_rows(total: int) -> int:
+    """``total`` frames rounded up to one of 8 sizes per octave (at most 1/8 more rows), so
+    that a stream of batches of varying lengths needs a few cuFFT plans, not one each.
+
+        >>> [fft_rows(n) for n in (1, 8, 9, 17, 1000, 1024, 1025)]
+        [1, 8, 9, 18, 1024, 1024, 1152]
+    """
+    total = int(total)
+    step = 1 << max(0, total.bit_length() - 4)
+    return -(-total // step) * step
+
+
 @stream_scoped
 def spectrogram_batch(
     inputs,
@@ -141,7 +153,11 @@ def spectrogram_batch(
     first = np.zeros(n, np.int64)
     np.cumsum(nwins[:-1], out=first[1:])
     total = int(first[-1] + nwins[-1])
-    frames = cupy.empty((total, nfft), np.float32)
+    # rows rounded up so that batches of similar lengths share one cuFFT plan (CuPy caches
+    # plans by shape; a new plan each batch took ~0.7 ms of the GPU stage's host time:
+    # BENCHMARKS.md, "Speech: the spectrogram's cuFFT plan"); the rows past ``total`` are
+    # transformed and never read
+    frames = cupy.empty((fft_rows(total), nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins

@@ -223,3 +223,13 @@ def test_resample_kernel_model_against_the_cpu(kw, dtype):
         assert got.shape == want.shape and got.dtype == want.dtype
         tol = 1 if out_dtype.kind in "iu" else (2e-6 if op.lobes <= 16 else 4e-6)
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol)
+
+
+def test_fft_rows_round_up_by_at_most_an_eighth_to_few_sizes():
+    totals = np.arange(1, 40000)
+    rows = np.array([kaudio.fft_rows(t) for t in totals])
+    assert (rows >= totals).all()
+    assert (rows - totals <= np.maximum(totals // 8, 0)).all()
+    assert [kaudio.fft_rows(t) for t in (1, 15, 16, 17, 1000, 1025)] == [1, 15, 16, 18, 1024, 1152]
+    # one octave of batch sizes (say 10,000-20,000 frames) needs 9 plans, not 10,001
+    assert len({kaudio.fft_rows(t) for t in range(10000, 20001)}) == 9

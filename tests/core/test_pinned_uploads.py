@@ -216,3 +216,63 @@ def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp
     assert fake_cupy.COUNTS["host_register"] == 1  # the upload area, page-locked once
     cpu.close()
     gpu.close()
+
+
+@pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+def test_audio_a_cpu_operator_of_the_part_also_takes_goes_up_from_the_area(
+    fake_cupy,  # noqa: F811
+    monkeypatch,
+    tmp_path,
+):
+    """NeMo's training graph: ``nonsilent_region`` of the reader's audio runs in the sample
+    processes beside the reader, and outside them only ``.gpu()`` takes the audio. Taken
+    inside the part does not count: the audio still goes up from the upload area, with no
+    copy on the pipeline's side, and the region's bounds come back as the threads give them."""
+    import json
+
+    entries = []
+    for k in range(6):
+        path = str(tmp_path / f"u{k}.wav")
+        seconds = 1.5 + 0.3 * k
+        write_wav(path, to_pcm(speech_like(int(16000 * seconds), 16000, seed=k), 16), 16000)
+        entries.append({"audio_filepath": path, "duration": seconds, "text": f"t{k}"})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+    def build(device_id):
+        pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
+                        exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
+                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
+        with pipe:
+            audio, _ = fn.readers.nemo_asr(manifest_filepaths=[str(manifest)],
+                                           read_sample_rate=False, read_text=False,
+                                           read_idxs=True, random_shuffle=True)  # fmt: skip
+            begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+            pipe.set_outputs(audio.gpu() if device_id is not None else audio, begin, length)
+        pipe.build()
+        return pipe
+
+    want_audio, want_roi = [], []
+    cpu = build(None)
+    for _ in range(4):
+        audio, begin, length = cpu.run()
+        want_audio += [np.asarray(x).tobytes() for x in audio]
+        want_roi += [
+            (int(np.asarray(b)), int(np.asarray(n))) for b, n in zip(begin, length, strict=True)
+        ]
+    sent = _record_copies(monkeypatch, fake_cupy)
+    shared = []
+    real_unpack = UploadArea.unpack
+    monkeypatch.setattr(UploadArea, "unpack", lambda *a: shared.append(1) or real_unpack(*a))
+    gpu = build(0)
+    got_roi = []
+    for _ in range(4):
+        _, begin, length = gpu.run()
+        got_roi += [
+            (int(np.asarray(b)), int(np.asarray(n))) for b, n in zip(begin, length, strict=True)
+        ]
+    assert [b for _, b in sent] == want_audio  # each utterance uploaded in place
+    assert len(shared) >= 4  # every reply unpacked from the upload area
+    assert got_roi == want_roi
+    cpu.close()
+    gpu.close()

@@ -75,6 +75,32 @@ def test_spectrogram(kw):
     check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
 
 
+def test_spectrogram_batches_of_varying_length_share_fft_plans():
+    """Sixteen batches of varying frame counts: each equals the CPU's, and cuFFT plans are
+    made per size bucket (``kernels.audio.fft_rows``), not per batch."""
+    from dlpipe.kernels.audio import fft_rows
+
+    rng = np.random.default_rng(5)
+    batches = [signals(rng.integers(4000, 5600, 4), seed=i) for i in range(16)]
+    cache = cupy.fft.config.get_plan_cache()
+    cache.clear()
+    feed = iter(batches)
+    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=2)
+    with pipe:
+        x = fn.external_source(source=lambda: list(next(feed)))
+        kw = dict(nfft=512, window_length=320, window_step=160)
+        pipe.set_outputs(fn.spectrogram(x.gpu(), **kw), fn.spectrogram(x, **kw))
+    totals = set()
+    for _ in batches:
+        g, c = pipe.run()
+        check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
+        totals.add(sum(c.at(i).shape[1] for i in range(len(c))))
+    pipe.close()
+    buckets = {fft_rows(t) for t in totals}
+    assert len(totals) > len(buckets)  # the batches do need different row counts
+    assert cache.get_curr_size() == len(buckets), (cache.get_curr_size(), totals)
+
+
 @pytest.mark.parametrize(
     "kw,layout",
     [
