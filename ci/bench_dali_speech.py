@@ -47,6 +47,10 @@ Cells (rates are utterances/s):
   The file uses ``nvidia.dali`` in its code too (``nvidia.dali.pipeline.Pipeline``): for
   dlpipe every ``nvidia.dali`` in it becomes ``dlpipe``, as a user's search-and-replace would.
 
+``--libs "dali,dlpipe,dali+DLPIPE_BENCH_BARE=1,dlpipe+DLPIPE_BENCH_BARE=1"`` adds each library's
+pipeline alone: the Jasper and NeMo cells then iterate the examples' inner
+``DALIGenericIterator`` and leave out their transcript processing (``_bare_use``).
+
 The data (``prepare``): ``--images`` speech-like 16 kHz mono WAVs of 1-16 s (a voice-like
 harmonic tone with a wandering pitch and a syllable rhythm, noise, near-silence at both ends),
 written by all cores, with a DLE manifest (``original_duration``, ``files[-1].fname``,
@@ -284,7 +288,23 @@ def child(args) -> None:
 
     # `for batch in loader` (train.py): iter(loader) is the auto-resetting DaliJasperIterator,
     # so every pass is one epoch
-    bench_dali.measure(args, made[0], loader, use, BATCH, on_gpu=not host)
+    it = loader
+    if os.environ.get("DLPIPE_BENCH_BARE"):  # the pipeline alone: its own iterator, no text
+        it, use = iter(loader).dali_it, _bare_use("audio", "audio_shape")
+    bench_dali.measure(args, made[0], it, use, BATCH, on_gpu=not host)
+
+
+def _bare_use(features: str, lengths: str):
+    """``use`` for a ``DALIGenericIterator``'s batches (``DLPIPE_BENCH_BARE``): the loop takes
+    the features and lengths and does nothing else, so the cell measures the pipeline and its
+    iterator without the example's text processing (what a pipeline in a process of its own
+    could at best give the training loop)."""
+
+    def use(batch):
+        feats, lens = batch[0][features], batch[0][lengths]
+        return feats.shape[0], feats[:, :, 0].sum() + lens.sum()
+
+    return use
 
 
 # --- DALI's RNN-T example: docs/examples/use_cases/pytorch/rnn-t/dali.py -------------------------
@@ -501,7 +521,10 @@ def nemo_child(args) -> None:
         value = signal[:, :, 0].sum() + signal_len.sum() + int(transcript_len.sum())
         return signal.shape[0], value
 
-    bench_dali.measure(args, ds.pipe, ds, use, BATCH, on_gpu=not host)
+    it = ds
+    if os.environ.get("DLPIPE_BENCH_BARE"):  # the pipeline alone (see _bare_use)
+        it, use = ds._iter, _bare_use("processed_signal", "processed_signal_len")
+    bench_dali.measure(args, ds.pipe, it, use, BATCH, on_gpu=not host)
 
 
 # --- the data ------------------------------------------------------------------------------------
