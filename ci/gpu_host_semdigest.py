@@ -54,7 +54,7 @@ class Recorder:
         import dlpipe.kernels as kernels
 
         cupy._ADDRESSES = itertools.count(_BASE, _STEP)
-        getitem, empty = cupy.ndarray.__getitem__, cupy.empty
+        getitem, empty, alloc = cupy.ndarray.__getitem__, cupy.empty, cupy.cuda.alloc
         upload = kernels.upload
         rec = self
 
@@ -71,6 +71,11 @@ class Recorder:
             rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading, None])
             return a
 
+        def raw_alloc(nbytes):  # (``kernels._batch.device_empty``'s size classes)
+            p = alloc(nbytes)
+            rec.allocs.append([p.ptr, max(int(nbytes), 1), rec._uploading, None])
+            return p
+
         def descriptor_upload(host, stream):
             rec._uploading = True
             try:
@@ -82,6 +87,7 @@ class Recorder:
 
         cupy.ndarray.__getitem__ = sliced
         cupy.empty = allocate
+        cupy.cuda.alloc = raw_alloc
         log_launches(
             self.log, lambda k, grid, block, args, _: rec.describe(k.name, grid, block, args)
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import threading
 
 import numpy as np
@@ -93,20 +94,48 @@ def _c_row(shape: tuple) -> list:
     return c_strides(np.array([shape], np.int64).reshape(1, len(shape)))[0].tolist()
 
 
+ROUND_FROM = 1 << 20  # bytes: smaller allocations keep CuPy's own 512-byte rounding
+
+
+def round_up_eighth(n: int) -> int:
+    """``n`` rounded up to one of 8 values per octave (at most 1/8 more).
+
+    >>> [round_up_eighth(n) for n in (1, 8, 9, 17, 1000, 1024, 1025)]
+    [1, 8, 9, 18, 1024, 1024, 1152]
+    """
+    n = int(n)
+    step = 1 << max(0, n.bit_length() - 4)
+    return -(-n // step) * step
+
+
+def device_empty(shape, dtype):
+    """``cupy.empty(shape, dtype)`` whose memory, from 1 MiB, is a size class of CuPy's pool
+    (:func:`round_up_eighth` bytes): batches of varying lengths (speech) then free and take
+    the same few block sizes again, where exact sizes left the pool holding ~1 GB of split
+    blocks for ~100 MB in use (BENCHMARKS.md, "Speech: the pool's size classes")."""
+    import cupy
+
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < ROUND_FROM:
+        return cupy.empty(shape, dtype)
+    return cupy.ndarray(shape, dtype, memptr=cupy.cuda.alloc(round_up_eighth(nbytes)))
+
+
 def alloc_batch(shapes: np.ndarray, dtype, device_id: int):
     """A fresh output batch: one dense array when every sample has the same shape, else one
     buffer with each sample at an aligned offset (the layout memoised per shapes)."""
-    import cupy
 
     SampleList = sample_list()
     shapes = np.asarray(shapes, np.int64)
     n = shapes.shape[0]
     dtype = np.dtype(dtype)
     if n == 0 or uniform_rows(shapes):
-        arr = cupy.empty((n, *shapes[0].tolist()) if n else (0,), dtype)
-        return SampleList.from_dense(arr) if n else SampleList.from_arrays([], device_id)
+        if not n:
+            return SampleList.from_arrays([], device_id)
+        return SampleList.from_dense(device_empty((n, *shapes[0].tolist()), dtype))
     _, total, _ = ragged_layout(shapes, dtype.itemsize)
-    return packed_batch(cupy.empty(total, np.uint8), shapes, dtype, device_id)
+    return packed_batch(device_empty((total,), np.uint8), shapes, dtype, device_id)
 
 
 def packed_batch(flat, shapes: np.ndarray, dtype, device_id: int):

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, device_empty, round_up_eighth
 
 PREEMPH_DESC = np.dtype([("in_ptr", "<i8"), ("out_ptr", "<i8"), ("n", "<i8"), ("coeff", "<f8")])
 FRAMES_DESC = np.dtype([(f, "<i8") for f in ("in_ptr", "length", "first_frame", "nwin")])
@@ -103,14 +103,8 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 
 def fft_rows(total: int) -> int:
     """``total`` frames rounded up to one of 8 sizes per octave (at most 1/8 more rows), so
-    that a stream of batches of varying lengths needs a few cuFFT plans, not one each.
-
-        >>> [fft_rows(n) for n in (1, 8, 9, 17, 1000, 1024, 1025)]
-        [1, 8, 9, 18, 1024, 1024, 1152]
-    """
-    total = int(total)
-    step = 1 << max(0, total.bit_length() - 4)
-    return -(-total // step) * step
+    that a stream of batches of varying lengths needs a few cuFFT plans, not one each."""
+    return round_up_eighth(total)
 
 
 @stream_scoped
@@ -157,7 +151,7 @@ def spectrogram_batch(
     # plans by shape; a new plan each batch took ~0.7 ms of the GPU stage's host time:
     # BENCHMARKS.md, "Speech: the spectrogram's cuFFT plan"); the rows past ``total`` are
     # transformed and never read
-    frames = cupy.empty((fft_rows(total), nfft), np.float32)
+    frames = device_empty((fft_rows(total), nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins
