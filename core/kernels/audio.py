@@ -1,14 +1,15 @@
 """GPU launchers of the speech operators (``audio.cu``): one launch per batch and step.
 
 The spectrogram frames every sample's windows into one (windows, nfft) buffer, transforms it
-with one batched cuFFT (``cupy.fft.rfft``) and writes each sample's power spectrum in its
-layout. Mel filter banks and DCTs (mfcc) are a matrix applied along one axis of every sample.
+with batched cuFFT R2C plans of fixed sizes (:func:`rfft_rows`) and writes each sample's power
+spectrum in its layout. Mel filter banks and DCTs (mfcc) are a matrix applied along one axis of every sample.
 The operators do the host-side checks and shape arithmetic and pass plain values here.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -101,10 +102,48 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 # --- spectrogram -----------------------------------------------------------------------------
 
 
+FFT_CHUNK = 4096  # rows per cuFFT execution of a large batch (one plan for them all)
+_PLANS: dict = {}  # (device, nfft, rows) -> (cuFFT R2C plan, its lock)
+_PLANS_LOCK = threading.Lock()
+
+
 def fft_rows(total: int) -> int:
-    """``total`` frames rounded up to one of 8 sizes per octave (at most 1/8 more rows), so
-    that a stream of batches of varying lengths needs a few cuFFT plans, not one each."""
+    """The rows the frames buffer of ``total`` windows gets: a multiple of ``FFT_CHUNK`` when
+    there are more, else ``total`` rounded up to one of 8 sizes per octave (at most 1/8
+    more). The rows past ``total`` are transformed and never read."""
+    if total > FFT_CHUNK:
+        return -(-int(total) // FFT_CHUNK) * FFT_CHUNK
     return round_up_eighth(total)
+
+
+def rfft_rows(frames, out, device_id: int) -> None:
+    """``out[i] = rfft(frames[i])`` for every row (``frames``: (rows, nfft) float32 from
+    :func:`fft_rows`; ``out``: (rows, nfft // 2 + 1) complex64) on the current stream, by
+    plans of ``FFT_CHUNK`` rows, or one of the smaller batch's size.
+
+    The plans are made once per size and device and kept (each holds its cuFFT work area):
+    a plan per batch of varying length (``cupy.fft.rfft``, cached by shape) cost ~0.7 ms of the
+    GPU stage's host time, and the cached plans' work areas held hundreds of MiB (BENCHMARKS.md,
+    "Speech: the spectrogram's cuFFT plan"). A plan runs one execution at a time (its stream
+    is set before each): pipelines in other threads take turns."""
+    import cupy
+    from cupy.cuda import cufft
+
+    rows, nfft = frames.shape
+    step = min(rows, FFT_CHUNK)
+    key = (device_id, nfft, step)
+    entry = _PLANS.get(key)
+    if entry is None:
+        with _PLANS_LOCK:
+            entry = _PLANS.get(key)
+            if entry is None:
+                with cupy.cuda.Device(device_id):
+                    plan = cufft.Plan1d(nfft, cufft.CUFFT_R2C, step)
+                entry = _PLANS[key] = (plan, threading.Lock())
+    plan, lock = entry
+    with lock:
+        for r in range(0, rows, step):
+            plan.fft(frames[r : r + step], out[r : r + step], cufft.CUFFT_FORWARD)
 
 
 @stream_scoped
@@ -133,7 +172,6 @@ def spectrogram_batch(
         power: 2 (|X|^2) or 1 (|X|).
         time_major: (windows, bins) rather than (bins, windows).
     """
-    import cupy
 
     s = contiguous(inputs)
     n = len(s)
@@ -147,11 +185,8 @@ def spectrogram_batch(
     first = np.zeros(n, np.int64)
     np.cumsum(nwins[:-1], out=first[1:])
     total = int(first[-1] + nwins[-1])
-    # rows rounded up so that batches of similar lengths share one cuFFT plan (CuPy caches
-    # plans by shape; a new plan each batch took ~0.7 ms of the GPU stage's host time:
-    # BENCHMARKS.md, "Speech: the spectrogram's cuFFT plan"); the rows past ``total`` are
-    # transformed and never read
-    frames = device_empty((fft_rows(total), nfft), np.float32)
+    rows = fft_rows(total)  # a few sizes: a few cuFFT plans (rfft_rows)
+    frames = device_empty((rows, nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)
     d["first_frame"], d["nwin"] = first, nwins
@@ -179,7 +214,8 @@ def spectrogram_batch(
         ),
         stream=stream,
     )
-    spec = cupy.fft.rfft(frames, axis=1).astype(np.complex64, copy=False)  # one batched cuFFT
+    spec = device_empty((rows, nbins), np.complex64)
+    rfft_rows(frames, spec, s.device_id)
     k = get_function("audio.cu", "spectrum_out", s.device_id)
     grid = (-(-nbins // 128), _blocks(nwins.max(), 4), n)
     k(

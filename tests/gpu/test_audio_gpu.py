@@ -75,30 +75,32 @@ def test_spectrogram(kw):
     check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
 
 
-def test_spectrogram_batches_of_varying_length_share_fft_plans():
-    """Sixteen batches of varying frame counts: each equals the CPU's, and cuFFT plans are
-    made per size bucket (``kernels.audio.fft_rows``), not per batch."""
-    from dlpipe.kernels.audio import fft_rows
+def test_spectrogram_batches_of_varying_length_share_fft_plans(monkeypatch):
+    """Batches of varying frame counts, small ones and ones of more than ``FFT_CHUNK``
+    windows (run chunk by chunk): each equals the CPU's, and cuFFT plans are made per size
+    (``kernels.audio.fft_rows``), not per batch."""
+    from dlpipe.kernels import audio as kaudio
 
+    monkeypatch.setattr(kaudio, "_PLANS", {})
     rng = np.random.default_rng(5)
     batches = [signals(rng.integers(4000, 5600, 4), seed=i) for i in range(16)]
-    cache = cupy.fft.config.get_plan_cache()
-    cache.clear()
+    batches += [signals(rng.integers(400_000, 700_000, 4), seed=i) for i in range(3)]
     feed = iter(batches)
     pipe = Pipeline(batch_size=4, num_threads=2, device_id=0, seed=2)
     with pipe:
         x = fn.external_source(source=lambda: list(next(feed)))
         kw = dict(nfft=512, window_length=320, window_step=160)
         pipe.set_outputs(fn.spectrogram(x.gpu(), **kw), fn.spectrogram(x, **kw))
-    totals = set()
+    totals = []
     for _ in batches:
         g, c = pipe.run()
         check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
-        totals.add(sum(c.at(i).shape[1] for i in range(len(c))))
+        totals.append(sum(c.at(i).shape[1] for i in range(len(c))))
     pipe.close()
-    buckets = {fft_rows(t) for t in totals}
-    assert len(totals) > len(buckets)  # the batches do need different row counts
-    assert cache.get_curr_size() == len(buckets), (cache.get_curr_size(), totals)
+    assert min(totals[16:]) > 2 * kaudio.FFT_CHUNK  # chunked
+    small = {kaudio.fft_rows(t) for t in totals[:16]}
+    assert len(set(totals[:16])) > len(small)  # the batches do need different row counts
+    assert sorted(k[2] for k in kaudio._PLANS) == sorted({*small, kaudio.FFT_CHUNK})
 
 
 @pytest.mark.parametrize(
