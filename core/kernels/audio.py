@@ -102,24 +102,30 @@ def preemphasis_batch(inputs, coeffs, border: str, out_dtype, stream=None):
 # --- spectrogram -----------------------------------------------------------------------------
 
 
-FFT_CHUNK = 4096  # rows per cuFFT execution of a large batch (one plan for them all)
+FFT_CHUNK_FLOATS = 1 << 21  # frames per cuFFT execution of a large batch: 8 MiB of float32
 _PLANS: dict = {}  # (device, nfft, rows) -> (cuFFT R2C plan, its lock)
 _PLANS_LOCK = threading.Lock()
 
 
-def fft_rows(total: int) -> int:
-    """The rows the frames buffer of ``total`` windows gets: a multiple of ``FFT_CHUNK`` when
-    there are more, else ``total`` rounded up to one of 8 sizes per octave (at most 1/8
-    more). The rows past ``total`` are transformed and never read."""
-    if total > FFT_CHUNK:
-        return -(-int(total) // FFT_CHUNK) * FFT_CHUNK
+def fft_chunk(nfft: int) -> int:
+    """Rows per cuFFT execution of a large batch of ``nfft``-point frames (4,096 at 512)."""
+    return max(1, FFT_CHUNK_FLOATS // nfft)
+
+
+def fft_rows(total: int, nfft: int) -> int:
+    """The rows the frames buffer of ``total`` windows gets: a multiple of
+    :func:`fft_chunk` when there are more, else ``total`` rounded up to one of 8 sizes per
+    octave (at most 1/8 more). The rows past ``total`` are transformed and never read."""
+    chunk = fft_chunk(nfft)
+    if total > chunk:
+        return -(-int(total) // chunk) * chunk
     return round_up_eighth(total)
 
 
 def rfft_rows(frames, out, device_id: int) -> None:
     """``out[i] = rfft(frames[i])`` for every row (``frames``: (rows, nfft) float32 from
     :func:`fft_rows`; ``out``: (rows, nfft // 2 + 1) complex64) on the current stream, by
-    plans of ``FFT_CHUNK`` rows, or one of the smaller batch's size.
+    plans of :func:`fft_chunk` rows, or one of the smaller batch's size.
 
     The plans are made once per size and device and kept (each holds its cuFFT work area):
     a plan per batch of varying length (``cupy.fft.rfft``, cached by shape) cost ~0.7 ms of the
@@ -130,7 +136,7 @@ def rfft_rows(frames, out, device_id: int) -> None:
     from cupy.cuda import cufft
 
     rows, nfft = frames.shape
-    step = min(rows, FFT_CHUNK)
+    step = min(rows, fft_chunk(nfft))
     key = (device_id, nfft, step)
     entry = _PLANS.get(key)
     if entry is None:
@@ -185,7 +191,7 @@ def spectrogram_batch(
     first = np.zeros(n, np.int64)
     np.cumsum(nwins[:-1], out=first[1:])
     total = int(first[-1] + nwins[-1])
-    rows = fft_rows(total)  # a few sizes: a few cuFFT plans (rfft_rows)
+    rows = fft_rows(total, nfft)  # a few sizes: a few cuFFT plans (rfft_rows)
     frames = device_empty((rows, nfft), np.float32)
     d = np.zeros(n, FRAMES_DESC)
     d["in_ptr"], d["length"] = s.ptrs.view(np.int64), s.shapes.prod(axis=1)

@@ -226,11 +226,23 @@ def test_resample_kernel_model_against_the_cpu(kw, dtype):
 
 
 def test_fft_rows_small_batches_round_by_an_eighth_large_ones_by_chunks():
-    chunk = kaudio.FFT_CHUNK
+    chunk = kaudio.fft_chunk(512)
     small = np.arange(1, chunk + 1)
-    rows = np.array([kaudio.fft_rows(t) for t in small])
+    rows = np.array([kaudio.fft_rows(t, 512) for t in small])
     assert (rows >= small).all() and (rows - small <= small // 8).all()
-    assert [kaudio.fft_rows(t) for t in (1, 15, 16, 17, 1000, 1025)] == [1, 15, 16, 18, 1024, 1152]
+    assert [kaudio.fft_rows(t, 512) for t in (1, 15, 16, 17, 1000, 1025)] == [
+        1,
+        15,
+        16,
+        18,
+        1024,
+        1152,
+    ]
     for t in (chunk + 1, 3 * chunk, 27_000):
-        r = kaudio.fft_rows(t)
+        r = kaudio.fft_rows(t, 512)
         assert r % chunk == 0 and t <= r < t + chunk
+
+
+def test_fft_chunks_hold_the_same_bytes_whatever_the_fft_size():
+    assert [kaudio.fft_chunk(n) for n in (64, 512, 4096)] == [32768, 4096, 512]
+    assert kaudio.fft_rows(513, 4096) == 1024 and kaudio.fft_rows(513, 512) == 576

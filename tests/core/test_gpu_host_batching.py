@@ -269,7 +269,7 @@ def test_uniform_row_known_from_the_start_is_the_one_worked_out(fake_cupy):
 
 
 def test_spectrogram_runs_large_batches_in_chunks_of_one_plan(fake_cupy, monkeypatch):
-    """A batch of more than ``FFT_CHUNK`` windows: one R2C plan of ``FFT_CHUNK`` rows, made
+    """A batch of more than ``fft_chunk(512)`` windows: one R2C plan of ``fft_chunk(512)`` rows, made
     once, executed over the padded frames chunk by chunk, the output as many rows; a small
     batch: one plan of its rounded size. Later batches of other lengths make no new plan."""
     from dlpipe.kernels import audio as kaudio
@@ -291,9 +291,9 @@ def test_spectrogram_runs_large_batches_in_chunks_of_one_plan(fake_cupy, monkeyp
         samples = SampleList.from_arrays([fake_cupy.ndarray((n,), np.float32) for n in lengths])
         nwins = [1 + n // 160 for n in lengths]
         kaudio.spectrogram_batch(samples, nwins, window, 512, 160, 160, "reflect", 2, False)
-    chunk = kaudio.FFT_CHUNK
-    big = [kaudio.fft_rows(sum(1 + n // 160 for n in x)) for x in ([800_000, 500_000],
+    chunk = kaudio.fft_chunk(512)
+    big = [kaudio.fft_rows(sum(1 + n // 160 for n in x), 512) for x in ([800_000, 500_000],
                                                                     [700_000, 650_000, 3_000])]  # fmt: skip
-    assert made == [(512, chunk), (512, kaudio.fft_rows(2 + 2_000 // 160 + 3_000 // 160))]
+    assert made == [(512, chunk), (512, kaudio.fft_rows(2 + 2_000 // 160 + 3_000 // 160, 512))]
     assert runs[: sum(big) // chunk] == [((chunk, 512), (chunk, 257))] * (sum(big) // chunk)
     assert len(runs) == sum(big) // chunk + 1

@@ -76,7 +76,7 @@ def test_spectrogram(kw):
 
 
 def test_spectrogram_batches_of_varying_length_share_fft_plans(monkeypatch):
-    """Batches of varying frame counts, small ones and ones of more than ``FFT_CHUNK``
+    """Batches of varying frame counts, small ones and ones of more than ``fft_chunk(512)``
     windows (run chunk by chunk): each equals the CPU's, and cuFFT plans are made per size
     (``kernels.audio.fft_rows``), not per batch."""
     from dlpipe.kernels import audio as kaudio
@@ -97,10 +97,10 @@ def test_spectrogram_batches_of_varying_length_share_fft_plans(monkeypatch):
         check(g, c, atol=1e-4, rtol=1e-3, scale_by_max=True)
         totals.append(sum(c.at(i).shape[1] for i in range(len(c))))
     pipe.close()
-    assert min(totals[16:]) > 2 * kaudio.FFT_CHUNK  # chunked
-    small = {kaudio.fft_rows(t) for t in totals[:16]}
+    assert min(totals[16:]) > 2 * kaudio.fft_chunk(512)  # chunked
+    small = {kaudio.fft_rows(t, 512) for t in totals[:16]}
     assert len(set(totals[:16])) > len(small)  # the batches do need different row counts
-    assert sorted(k[2] for k in kaudio._PLANS) == sorted({*small, kaudio.FFT_CHUNK})
+    assert sorted(k[2] for k in kaudio._PLANS) == sorted({*small, kaudio.fft_chunk(512)})
 
 
 @pytest.mark.parametrize(
