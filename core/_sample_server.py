@@ -17,6 +17,8 @@ Messages:
   takes from outside the chain and each step's parameters (drawn by the pipeline), and send
   back the values the rest of the graph takes. The first failing sample ends the request; a
   sample an operator skips (``on_error="skip"``) is reported and the others go on.
+* :class:`MapRegion` -> bool, :class:`Unmap` (a notification): a read process's slot, mapped
+  here so that the samples' encoded bytes are read where the read process put them.
 
 Arrays do not travel on the pipe, either way: pickled out of band (protocol 5), their bytes go
 into the process's memfd (shared with the pipeline; each request in flight has its own part
@@ -26,6 +28,9 @@ KiB a read, and every read is a GIL hand-over in the pipeline's process: 16 MB o
 were some 250 of them; and a request larger than the pipe (1 MiB) kept the sending thread
 waiting until the process had finished its previous request and read it all (BENCHMARKS.md,
 "Speech: per-sample chains in processes", "The samples' arrays through shared memory").
+Arrays that are views of a read process's slot (``readers.file``'s bytes) are not copied at
+all: the request says where they lie (``Samples.views``) and the process reads them there, as
+the decode processes do (``decoders/_decode_server.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._ipc.regions import open_region
 from .errors import SampleSkipped
 
 
@@ -65,13 +71,36 @@ class Samples:
     from outside the chain, one parameter per step), or the same :func:`pack`-ed into the
     memfd. ``want``: the keys to send back; ``region``: (offset, size) of the part of the
     memfd the reply's arrays may use (each request in flight has its own); ``upload``: a
-    span of the upload area to put them in first, if they fit (``_upload_area.py``)."""
+    span of the upload area to put them in first, if they fit (``_upload_area.py``).
+    ``views``: values left out of ``items`` that lie in a region this process mapped
+    (:class:`MapRegion`), ``(value key, region key, offsets, sizes)``, one offset and size per
+    item, in order: a read process's slot, whose bytes are read from there, not copied."""
 
     key: int
     items: list
     want: tuple[int, ...]
     region: tuple[int, int]
     upload: tuple[int, int] | None = None
+    views: tuple = ()
+
+
+@dataclass(frozen=True)
+class MapRegion:
+    """Map another process's shared memory (``_ipc.regions.Region``: a read process's slot),
+    kept under ``key`` until :class:`Unmap`. Reply: whether it could."""
+
+    key: tuple
+    path: str
+    offset: int
+    size: int
+    inode: int
+
+
+@dataclass(frozen=True)
+class Unmap:
+    """Let go of the region ``key`` (gone in the process that shared it; a notification)."""
+
+    key: tuple
 
 
 @dataclass(frozen=True)
@@ -176,6 +205,7 @@ class Server:
 
         tune_malloc(malloc_tuning)  # as in the pipeline's process: the chains allocate as much
         self.chains: dict[int, list[Step]] = {}
+        self.regions: dict[tuple, np.ndarray] = {}  # key -> another process's region, mapped
         self.memory = mmap.mmap(fd, size)
         self.uploads = mmap.mmap(uploads_fd, uploads_size) if uploads_fd >= 0 else None
 
@@ -183,7 +213,19 @@ class Server:
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
+        if isinstance(msg, MapRegion):
+            memory = open_region(msg.path, msg.offset, msg.size, msg.inode)
+            if memory is not None:
+                self.regions[msg.key] = np.frombuffer(memory, np.uint8)
+            return memory is not None
+        if isinstance(msg, Unmap):  # (unmapped once no value views it)
+            self.regions.pop(msg.key, None)
+            return None
         items = unpack(msg.items, self.memory)  # copied out: outputs may be views of inputs
+        for k, key, offsets, sizes in msg.views:  # the pipeline holds them until the reply
+            data = self.regions[key]
+            for (_, values, _), o, n in zip(items, offsets, sizes, strict=True):
+                values[k] = data[o : o + n]
         done = self.run(self.chains[msg.key], items, msg.want)
         if msg.upload is not None and self.uploads is not None:
             out = pack(done, self.uploads, msg.upload)

@@ -940,7 +940,9 @@ class Executor:
         ]
         alloc = PinnedBlocks(self.gpu_stage.device_id) if self._uploads(run) else None
         try:
-            return self._sample_processes.submit(run, items, alloc)
+            # with a back thread, the front sends the next iteration before this one's replies
+            # are read: two iterations share the processes (_sample_processes.requests)
+            return self._sample_processes.submit(run, items, alloc, 2 if self._back else 1)
         except HelperStartError as e:
             warnings.warn(
                 f"per-sample operators run in threads: no sample process could start ({e})",
