@@ -251,7 +251,7 @@ class _Line:
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
-                self.helper.submit(Samples(run.key, packed, run.want, answer, span, views))
+                self.helper.submit(Samples(run.key, packed, run.want, answer, span, views).wire())
             except BaseException as e:
                 ticket.error = e  # the helper failed: it will not answer
                 ticket.done = True
@@ -304,24 +304,31 @@ class _Line:
                 self.tickets.popleft()
 
     def _read(self, ticket: _Ticket):
-        """The next reply (``ticket``'s), unpacked: from the upload area where the process
-        put it in the span reserved for it, else copied out of the memfd (the span is free
-        again). A request cut short (interrupted) keeps its span: the process may still
-        write there."""
+        """The next reply (``ticket``'s), unpacked (``_sample_server``'s wire tuples): from
+        the upload area where the process put it in the span reserved for it, else copied out
+        of the memfd (the span is free again). A request cut short (interrupted) keeps its
+        span: the process may still write there."""
         span = ticket.span
-        if span is None:
-            return unpack(self.helper.result(), self.memory, ticket.alloc)
         try:
             reply = self.helper.result()
         except HelperError:  # a Failed reply: nothing was written to the span
-            self.area.release(*span)
+            if span is not None:
+                self.area.release(*span)
             raise
-        if isinstance(reply, Packed):  # (one on the pipe was too large for any span)
-            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in reply.spans))
-            if reply.shared:
-                return self.area.unpack(reply, span)
-        self.area.release(*span)
-        return unpack(reply, self.memory, ticket.alloc)
+        if type(reply) is not tuple:  # (a MapRegion's answer)
+            return reply
+        body, spans, shared = reply
+        if spans is None:  # on the pipe (too large for the memfd)
+            if span is not None:
+                self.area.release(*span)
+            return SamplesDone(*body)
+        packed = Packed(body, spans, shared)
+        if span is not None:
+            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in spans))
+            if shared:
+                return SamplesDone(*self.area.unpack(packed, span))
+            self.area.release(*span)
+        return SamplesDone(*unpack(packed, self.memory, ticket.alloc))
 
     def _fail_all(self, exc: BaseException) -> None:
         while self.tickets:

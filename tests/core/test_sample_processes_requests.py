@@ -51,11 +51,16 @@ def _run(key: int) -> RemoteRun:
     return RemoteRun(key, [], pickle.dumps([Step(Reverse(), (0,), (), (1, 2))]), [], [], (1, 2))
 
 
+def _message(m):
+    """A message as sent, requests for samples as :class:`Samples` again."""
+    return Samples.from_wire(m) if type(m) is tuple else m
+
+
 def _spy(procs: sp.SampleProcesses) -> list:
     sent = []
     for line in procs._lines:
         submit, notify = line.helper.submit, line.helper.notify
-        line.helper.submit = lambda m, s=submit: (sent.append(m), s(m))
+        line.helper.submit = lambda m, s=submit: (sent.append(_message(m)), s(m))
         line.helper.notify = lambda m, s=notify: (sent.append(m), s(m))
     return sent
 
@@ -179,3 +184,42 @@ def test_batches_rotate_over_the_processes_largest_first(monkeypatch):
         assert users == [[1, 2], [0, 1], [0, 2]]  # starts 1, 0 (3 % 3), 2
     finally:
         procs.stop()
+
+
+def test_replies_arrays_pickle_plainly_and_come_back_the_same():
+    """A reply's arrays of numbers pickle as ``np.ndarray(shape, dtype, buffer)``; what comes
+    back (type, dtype, shape, strides, values, writability) is what numpy's own pickling
+    gives, for those and for the arrays that keep numpy's (strided, strings, objects, dates,
+    records, subclasses, scalars)."""
+    from dlpipe._sample_server import _plain_array, pack, unpack
+
+    frozen = np.arange(5.0)
+    frozen.setflags(write=False)
+    values = [
+        np.arange(7, dtype=np.float32),
+        np.array(3.5),
+        np.zeros(0, np.int16),
+        np.arange(12, dtype=">i4").reshape(3, 4),
+        np.zeros((2, 3), bool),
+        np.ones(3, np.complex64),
+        frozen,
+        np.arange(12).reshape(3, 4).T,
+        np.array(["ab", "c"]),
+        np.array([1, "x"], object),
+        np.array(["2020-01-01"], "M8[ns]"),
+        np.zeros(3, [("a", "f4")]),
+        np.ma.array([1, 2]),
+        np.float32(2),
+    ]
+    assert _plain_array(values[0])[0] is np.ndarray
+    assert _plain_array(values[7])[0] is not np.ndarray  # strided: numpy's
+    memory = mmap.mmap(-1, 1 << 16)
+    plain = unpack(pack(values, memory, plain=True), memory)
+    own = unpack(pack(values, memory), memory)
+    for a, b, want in zip(plain, own, values, strict=True):
+        assert type(a) is type(b) is type(want)
+        if isinstance(want, np.ndarray):
+            assert a.dtype == b.dtype == want.dtype and a.shape == b.shape == want.shape
+            assert a.strides == b.strides and a.flags.writeable == b.flags.writeable
+            if want.dtype.kind != "O":
+                np.testing.assert_array_equal(a, want)
