@@ -17,6 +17,10 @@ Invariants:
   raises it); a sample an operator skips is reported as with threads.
 * Every process gets every chain before any samples of it (``Chain`` is sent first, on the
   same pipe, and a helper handles messages in order).
+* Bytes that lie in a read process's slot (``readers.file``'s) are read there by the
+  processes, not copied (``_sample_server.Samples.views``): a request holds its samples, and
+  so the slot's lease, until its reply is read; a slot a process cannot map is copied.
+* A batch goes to :func:`requests`'s count of processes, the next batch to the next ones.
 """
 
 from __future__ import annotations
@@ -429,11 +433,12 @@ class SampleProcesses:
         previous batch used; spread over them by size: each sample goes to the request with
         the fewest bytes so far, largest first (input bytes stand for the work: decoding and
         resampling scale with them). Values that lie in a read process's slot are read there
-        by the processes (``Samples.views``), not copied. Waits only while a process holds ``IN_FLIGHT`` requests. ``alloc(nbytes)``:
-        where each reply's arrays are unpacked, one uint8 block a reply (pinned host memory
-        for values only a ``.gpu()`` copy takes); None: arrays of their own. Where
-        ``alloc.share(area)`` makes the upload area usable (page-locks it), the replies go
-        there first, and are not copied at all (``_upload_area.py``)."""
+        by the processes (``Samples.views``), not copied. Waits only while a process holds
+        ``IN_FLIGHT`` requests. ``alloc(nbytes)``: where each reply's arrays are unpacked,
+        one uint8 block a reply (pinned host memory for values only a ``.gpu()`` copy
+        takes); None: arrays of their own. Where ``alloc.share(area)`` makes the upload area
+        usable (page-locks it), the replies go there first, and are not copied at all
+        (``_upload_area.py``)."""
         with self._lock:
             lines = self._start()
             if run.key not in self._known:
@@ -479,6 +484,9 @@ class SampleProcesses:
             self._known.clear()
 
 
+_BYTES = np.dtype(np.uint8)
+
+
 def _in_regions(items: list) -> list[tuple[int, Region, list[int], list[int]]]:
     """``(value key, region, offsets, sizes)`` of each value whose arrays (1-D uint8) all lie
     in one shared region (``_ipc.regions``: a read process's slot, ``readers.file``'s bytes):
@@ -487,10 +495,10 @@ def _in_regions(items: list) -> list[tuple[int, Region, list[int], list[int]]]:
     if not items:
         return out
     for k, v in items[0][1].items():
-        if type(v) is not np.ndarray or v.dtype != np.uint8 or v.ndim != 1:
+        if type(v) is not np.ndarray or v.dtype != _BYTES or v.ndim != 1:
             continue
-        column = [x[1][k] for x in items]
-        if all(type(a) is np.ndarray and a.dtype == np.uint8 and a.ndim == 1 for a in column):
+        column = [x[1].get(k) for x in items]
+        if all(type(a) is np.ndarray and a.dtype == _BYTES and a.ndim == 1 for a in column):
             found = locate(column)
             if found is not None:
                 out.append((k, found[0], found[1], [a.nbytes for a in column]))
