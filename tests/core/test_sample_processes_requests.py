@@ -223,3 +223,22 @@ def test_replies_arrays_pickle_plainly_and_come_back_the_same():
             assert a.strides == b.strides and a.flags.writeable == b.flags.writeable
             if want.dtype.kind != "O":
                 np.testing.assert_array_equal(a, want)
+
+
+def test_a_region_asked_for_behind_requests_in_flight():
+    """The process is asked to map a slot while it still holds requests: their replies are
+    read first, into their own tickets, and every batch gets its own samples back."""
+    slot = _Slot(5, seed=4)
+    procs = sp.SampleProcesses(1)
+    try:
+        procs.run(_run(993), [(0, {0: np.zeros(3, np.uint8)}, [None])])
+        own = [np.full(1000 + i, i, np.uint8) for i in range(5)]
+        first = procs.submit(_run(993), [(i, {0: a}, [None]) for i, a in enumerate(own)])
+        second = procs.submit(_run(993), [(i, {0: a}, [None]) for i, a in enumerate(slot.samples)])
+        (line,) = procs._lines
+        assert line.mapped == {slot.region.key: True}
+        _check(second.result(), slot.samples, mapped=True)
+        _check(first.result(), own, mapped=False)
+    finally:
+        procs.stop()
+        slot.close()
