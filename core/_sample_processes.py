@@ -168,15 +168,17 @@ def requests(samples: int, processes: int, in_flight: int = 1) -> int:
     busy (the batches rotate over the processes), no more; and a request per
     ``MIN_SAMPLES`` samples at most.
 
-    Why: each request costs the pipeline's threads GIL-bound Python at both ends (pickling,
-    the pipe, the reply's unpacking), which the training loop waits for. Jasper validation
-    (``ci/speech_threads_model.py --procs 16``, batch 32, the CPU stage's front and back
-    threads: two batches in flight) took per batch 2.3 + 1.8 ms of those threads' CPU at 16
-    requests of 2 samples, 1.5 + 1.2 ms at 8 of 4, 1.2 + 0.8 ms at 4 of 8: some 0.18 ms a
-    request. Fewer than ``processes / in_flight`` would leave processes idle, and the chains'
-    own work is far more (about 1 ms a sample on the H100 for Jasper validation, several for
-    NeMo's training chain with resampling): 8 of 16 processes would halve their throughput
-    for 0.7 ms of the threads'."""
+    Why: each request costs the pipeline's threads GIL-bound Python and system calls at both
+    ends (the pipe, the reply's unpacking), which the training loop waits for. Jasper
+    validation (``ci/speech_threads_model.py --procs 16``, batch 32, the CPU stage's front and
+    back threads: two batches in flight) took per batch 2.3 + 1.8 ms of those threads' CPU at
+    16 requests of 2 samples, 1.5 + 1.2 ms at 8 of 4, 1.2 + 0.8 ms at 4 of 8: some 0.18 ms a
+    request (a 2-core machine). Fewer than ``processes / in_flight`` leave processes idle
+    while the chains' own work is far more (about 1 ms a sample on the H100 for Jasper
+    validation, several for NeMo's training chain with resampling).
+    ``ci/sample_requests_model.py`` (16 processes, 1 ms a sample, 32 samples) gave, with two
+    batches in flight, 6.0 / 5.6 / 7.7 ms a batch at 16 / 8 / 4 requests (sending and reading
+    threads: 2.15 / 1.50 / 1.23 ms CPU); with one, 7.9 / 10.4 / 14.4 ms."""
     return min(processes, -(-samples // MIN_SAMPLES), -(-processes // in_flight))
 
 
