@@ -17,6 +17,10 @@ Invariants:
   raises it); a sample an operator skips is reported as with threads.
 * Every process gets every chain before any samples of it (``Chain`` is sent first, on the
   same pipe, and a helper handles messages in order).
+* Bytes that lie in a read process's slot (``readers.file``'s) are read there by the
+  processes, not copied (``_sample_server.Samples.views``): a request holds its samples, and
+  so the slot's lease, until its reply is read; a slot a process cannot map is copied.
+* A batch goes to :func:`requests`'s count of processes, the next batch to the next ones.
 """
 
 from __future__ import annotations
@@ -31,8 +35,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
+from ._ipc.regions import Region, locate, shared_keys
 from ._malloc import in_force as malloc_in_force
-from ._sample_server import Chain, Packed, Samples, SamplesDone, Step, pack, unpack
+from ._sample_server import (
+    Chain,
+    MapRegion,
+    Packed,
+    Samples,
+    SamplesDone,
+    Step,
+    Unmap,
+    pack,
+    unpack,
+)
 from ._upload_area import UploadArea
 from .graph import DataNode, OpNode
 
@@ -144,6 +159,29 @@ IN_FLIGHT = 2  # requests a process may hold at once, each with its part of the 
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+MIN_SAMPLES = 2  # samples a request carries at least, where the batch allows (requests())
+
+
+def requests(samples: int, processes: int, in_flight: int = 1) -> int:
+    """How many processes a batch of ``samples`` goes to, ``in_flight`` batches being sent
+    before the first one's replies are read: enough that those batches keep every process
+    busy (the batches rotate over the processes), no more; and a request per
+    ``MIN_SAMPLES`` samples at most.
+
+    Why: each request costs the pipeline's threads GIL-bound Python and system calls at both
+    ends (the pipe, the reply's unpacking), which the training loop waits for. Jasper
+    validation (``ci/speech_threads_model.py --procs 16``, batch 32, the CPU stage's front and
+    back threads: two batches in flight) took per batch 2.3 + 1.8 ms of those threads' CPU at
+    16 requests of 2 samples, 1.5 + 1.2 ms at 8 of 4, 1.2 + 0.8 ms at 4 of 8: some 0.18 ms a
+    request (a 2-core machine). Fewer than ``processes / in_flight`` leave processes idle
+    while the chains' own work is far more (about 1 ms a sample on the H100 for Jasper
+    validation, several for NeMo's training chain with resampling).
+    ``ci/sample_requests_model.py`` (16 processes, 1 ms a sample, 32 samples) gave, with two
+    batches in flight, 6.0 / 5.6 / 7.7 ms a batch at 16 / 8 / 4 requests (sending and reading
+    threads: 2.15 / 1.50 / 1.23 ms CPU); with one, 7.9 / 10.4 / 14.4 ms."""
+    return min(processes, -(-samples // MIN_SAMPLES), -(-processes // in_flight))
+
+
 def regions(size: int, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """(offset, size) of the request's and the reply's part of request slot ``slot`` in a
     memfd of ``size`` bytes: a quarter of the slot for the samples sent, the rest for the
@@ -157,11 +195,12 @@ class _Ticket:
     """One request's reply, once read (``done``): ``value`` or ``error``; ``alloc``: where its
     arrays are unpacked (``_sample_server.unpack``), None for arrays of their own; ``span``:
     the upload area's span reserved for them (``_upload_area.py``), of run ``key``, for a
-    request of ``sent`` bytes."""
+    request of ``sent`` bytes; ``hold``: what must stay alive until the reply is read (the
+    samples whose bytes the process reads in a read process's slot: their views lease it)."""
 
-    __slots__ = ("done", "value", "error", "alloc", "span", "key", "sent")
+    __slots__ = ("done", "value", "error", "alloc", "span", "key", "sent", "hold")
 
-    def __init__(self, alloc=None, span=None, key: int = 0, sent: int = 0) -> None:
+    def __init__(self, alloc=None, span=None, key: int = 0, sent: int = 0, hold=None) -> None:
         self.done = False
         self.value = None
         self.error: BaseException | None = None
@@ -169,6 +208,7 @@ class _Ticket:
         self.span = span
         self.key = key
         self.sent = sent
+        self.hold = hold
 
 
 class _Line:
@@ -188,11 +228,23 @@ class _Line:
         self.reading = threading.Lock()
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
+        self.mapped: dict[tuple, bool] = {}  # region key -> whether the process maps it
 
-    def submit(self, run: RemoteRun, items: list, alloc=None, shared: int = 0) -> _Ticket:
+    def submit(
+        self, run: RemoteRun, items: list, alloc=None, shared: int = 0, views: list | None = None
+    ) -> _Ticket:
         """Send ``items``; ``shared``: their bytes where the reply may go to the upload area
-        (a span is reserved for it, sized from them, when there is room), else 0."""
+        (a span is reserved for it, sized from them, when there is room), else 0. ``views``:
+        the values that lie in shared regions (:func:`_in_regions`, for ``items``): sent as
+        where they lie where the process maps the region, else in ``items`` as any value."""
         with self.sending:
+            hold = None
+            if views and all(self._maps(region) for _, region, _, _ in views):
+                hold, skip = items, {k for k, _, _, _ in views}
+                items = [(i, {k: v for k, v in x.items() if k not in skip}, p) for i, x, p in items]
+                views = tuple((k, r.key, offsets, sizes) for k, r, offsets, sizes in views)
+            else:
+                views = ()
             while len(self.tickets) >= IN_FLIGHT:  # the oldest reply frees its region
                 self.wait(self.tickets[0])
             ask, answer = regions(len(self.memory), self.sent % IN_FLIGHT)
@@ -201,11 +253,11 @@ class _Line:
             # request would keep this thread waiting until the process had read it all
             packed = pack(items, self.memory, ask)
             span = self.area.reserve(run.key, shared) if shared and self.area else None
-            ticket = _Ticket(alloc, span, run.key, shared)
+            ticket = _Ticket(alloc, span, run.key, shared, hold)
             self.tickets.append(ticket)  # before the request: a reader may meet its reply
             self.sent += 1
             try:
-                self.helper.submit(Samples(run.key, packed, run.want, answer, span))
+                self.helper.submit(Samples(run.key, packed, run.want, answer, span, views).wire())
             except BaseException as e:
                 ticket.error = e  # the helper failed: it will not answer
                 ticket.done = True
@@ -214,6 +266,33 @@ class _Line:
                     self.area.release(*span)
                 raise
             return ticket
+
+    def _maps(self, region: Region) -> bool:
+        """Whether the process has mapped ``region`` (asked once per region, the caller
+        holding ``sending``: the answer comes after the replies before it, which are read
+        into their tickets). Regions gone in the reader (a slot it dropped) are let go of
+        when a new one is asked for."""
+        ok = self.mapped.get(region.key)
+        if ok is None:
+            live = shared_keys()
+            for key in [k for k in self.mapped if k not in live]:
+                del self.mapped[key]
+                self.helper.notify(Unmap(key))
+            ticket = _Ticket()
+            self.tickets.append(ticket)
+            try:
+                self.helper.submit(
+                    MapRegion(region.key, region.path, region.offset, region.size, region.inode)
+                )
+            except BaseException as e:
+                ticket.error, ticket.done = e, True
+                self.tickets.remove(ticket)
+                raise
+            self.wait(ticket)
+            if ticket.error is not None:
+                raise ticket.error
+            ok = self.mapped[region.key] = ticket.value is True
+        return ok
 
     def wait(self, ticket: _Ticket) -> None:
         """Read replies until ``ticket``'s has come."""
@@ -227,33 +306,40 @@ class _Line:
                     if not isinstance(e, HelperError):  # interrupted: the helper is failed
                         self._fail_all(e)
                         raise
-                oldest.done = True
+                oldest.done, oldest.hold = True, None
                 self.tickets.popleft()
 
     def _read(self, ticket: _Ticket):
-        """The next reply (``ticket``'s), unpacked: from the upload area where the process
-        put it in the span reserved for it, else copied out of the memfd (the span is free
-        again). A request cut short (interrupted) keeps its span: the process may still
-        write there."""
+        """The next reply (``ticket``'s), unpacked (``_sample_server``'s wire tuples): from
+        the upload area where the process put it in the span reserved for it, else copied out
+        of the memfd (the span is free again). A request cut short (interrupted) keeps its
+        span: the process may still write there."""
         span = ticket.span
-        if span is None:
-            return unpack(self.helper.result(), self.memory, ticket.alloc)
         try:
             reply = self.helper.result()
         except HelperError:  # a Failed reply: nothing was written to the span
-            self.area.release(*span)
+            if span is not None:
+                self.area.release(*span)
             raise
-        if isinstance(reply, Packed):  # (one on the pipe was too large for any span)
-            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in reply.spans))
-            if reply.shared:
-                return self.area.unpack(reply, span)
-        self.area.release(*span)
-        return unpack(reply, self.memory, ticket.alloc)
+        if type(reply) is not tuple:  # (a MapRegion's answer)
+            return reply
+        body, spans, shared = reply
+        if spans is None:  # on the pipe (too large for the memfd)
+            if span is not None:
+                self.area.release(*span)
+            return SamplesDone(*body)
+        packed = Packed(body, spans, shared)
+        if span is not None:
+            self.area.learn(ticket.key, ticket.sent, sum(n for _, n in spans))
+            if shared:
+                return SamplesDone(*self.area.unpack(packed, span))
+            self.area.release(*span)
+        return SamplesDone(*unpack(packed, self.memory, ticket.alloc))
 
     def _fail_all(self, exc: BaseException) -> None:
         while self.tickets:
             t = self.tickets.popleft()
-            t.error, t.done = t.error or exc, True
+            t.error, t.done, t.hold = t.error or exc, True, None
 
 
 class Pending:
@@ -293,6 +379,7 @@ class SampleProcesses:
         self._lines: list[_Line] | None = None
         self._area: UploadArea | None = None
         self._known: set[int] = set()
+        self._turn = 0  # the process the next batch's first request goes to
         self._lock = threading.Lock()  # starting, and a chain's first use
 
     def _start(self) -> list[_Line]:
@@ -341,15 +428,19 @@ class SampleProcesses:
             self._lines = [_Line(h, m, area) for h, m in zip(helpers, memory, strict=True)]
         return self._lines
 
-    def submit(self, run: RemoteRun, items: list, alloc=None) -> Pending:
-        """Send ``run`` for ``items`` ((index, values, params) per sample), spread over the
-        processes by size: each sample goes to the process with the fewest bytes so far,
-        largest first (input bytes stand for the work: decoding and resampling scale with
-        them). Waits only while a process holds ``IN_FLIGHT`` requests. ``alloc(nbytes)``:
-        where each reply's arrays are unpacked, one uint8 block a reply (pinned host memory
-        for values only a ``.gpu()`` copy takes); None: arrays of their own. Where
-        ``alloc.share(area)`` makes the upload area usable (page-locks it), the replies go
-        there first, and are not copied at all (``_upload_area.py``)."""
+    def submit(self, run: RemoteRun, items: list, alloc=None, in_flight: int = 1) -> Pending:
+        """Send ``run`` for ``items`` ((index, values, params) per sample) to
+        :func:`requests`'s count of processes (``in_flight``: the batches the caller sends
+        before it reads the replies of the first), starting at the one after the last the
+        previous batch used; spread over them by size: each sample goes to the request with
+        the fewest bytes so far, largest first (input bytes stand for the work: decoding and
+        resampling scale with them). Values that lie in a read process's slot are read there
+        by the processes (``Samples.views``), not copied. Waits only while a process holds
+        ``IN_FLIGHT`` requests. ``alloc(nbytes)``: where each reply's arrays are unpacked,
+        one uint8 block a reply (pinned host memory for values only a ``.gpu()`` copy
+        takes); None: arrays of their own. Where ``alloc.share(area)`` makes the upload area
+        usable (page-locks it), the replies go there first, and are not copied at all
+        (``_upload_area.py``)."""
         with self._lock:
             lines = self._start()
             if run.key not in self._known:
@@ -357,18 +448,26 @@ class SampleProcesses:
                     with x.sending:
                         x.helper.notify(Chain(run.key, run.blob))
                 self._known.add(run.key)
-        bins: list[list] = [[] for _ in range(min(len(lines), len(items)))]
-        loads = [0] * len(bins)
-        for size, item in sorted(((_nbytes(x), x) for x in items), key=lambda p: -p[0]):
+            count = requests(len(items), len(lines), in_flight)
+            first, self._turn = self._turn, (self._turn + count) % len(lines)
+        sizes = [_nbytes(x) for x in items]
+        bins: list[list[int]] = [[] for _ in range(count)]
+        loads = [0] * count
+        for j in sorted(range(len(items)), key=sizes.__getitem__, reverse=True):
             b = loads.index(min(loads))
-            bins[b].append(item)
-            loads[b] += size
+            bins[b].append(j)
+            loads[b] += sizes[j]
+        located = _in_regions(items)
         share = getattr(alloc, "share", None)
         shared = share is not None and self._area is not None and share(self._area)
-        parts = [
-            (x, x.submit(run, part, alloc, load if shared else 0))
-            for x, part, load in zip(lines, bins, loads, strict=False)
-        ]
+        parts = []
+        for b, part in enumerate(bins):
+            line = lines[(first + b) % len(lines)]
+            views = [(k, r, [at[j] for j in part], [n[j] for j in part]) for k, r, at, n in located]
+            ticket = line.submit(
+                run, [items[j] for j in part], alloc, loads[b] if shared else 0, views
+            )
+            parts.append((line, ticket))
         return Pending(parts, alloc)
 
     def run(self, run: RemoteRun, items: list) -> list[SamplesDone]:
@@ -385,6 +484,27 @@ class SampleProcesses:
                 self._area.retire()
             self._area = None
             self._known.clear()
+
+
+_BYTES = np.dtype(np.uint8)
+
+
+def _in_regions(items: list) -> list[tuple[int, Region, list[int], list[int]]]:
+    """``(value key, region, offsets, sizes)`` of each value whose arrays (1-D uint8) all lie
+    in one shared region (``_ipc.regions``: a read process's slot, ``readers.file``'s bytes):
+    their offsets in it and sizes, one per item."""
+    out = []
+    if not items:
+        return out
+    for k, v in items[0][1].items():
+        if type(v) is not np.ndarray or v.dtype != _BYTES or v.ndim != 1:
+            continue
+        column = [x[1].get(k) for x in items]
+        if all(type(a) is np.ndarray and a.dtype == _BYTES and a.ndim == 1 for a in column):
+            found = locate(column)
+            if found is not None:
+                out.append((k, found[0], found[1], [a.nbytes for a in column]))
+    return out
 
 
 def _nbytes(item) -> int:

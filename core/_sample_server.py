@@ -17,6 +17,14 @@ Messages:
   takes from outside the chain and each step's parameters (drawn by the pipeline), and send
   back the values the rest of the graph takes. The first failing sample ends the request; a
   sample an operator skips (``on_error="skip"``) is reported and the others go on.
+* :class:`MapRegion` -> bool, :class:`Unmap` (a notification): a read process's slot, mapped
+  here so that the samples' encoded bytes are read where the read process put them.
+
+On the pipe, a :class:`Samples` request is its ``wire()`` tuple, and the reply a tuple
+``(data, spans, shared)`` (:class:`Packed`), or ``(reply, None, False)`` when its arrays did
+not fit the memfd; the reply itself is ``SamplesDone.wire()``'s tuple. Pickling a dataclass
+took some 5 us each way, a tuple under 1: some 25 us of the pipeline's threads a request, with
+the GIL held (``_sample_processes.requests``).
 
 Arrays do not travel on the pipe, either way: pickled out of band (protocol 5), their bytes go
 into the process's memfd (shared with the pipeline; each request in flight has its own part
@@ -26,10 +34,14 @@ KiB a read, and every read is a GIL hand-over in the pipeline's process: 16 MB o
 were some 250 of them; and a request larger than the pipe (1 MiB) kept the sending thread
 waiting until the process had finished its previous request and read it all (BENCHMARKS.md,
 "Speech: per-sample chains in processes", "The samples' arrays through shared memory").
+Arrays that are views of a read process's slot (``readers.file``'s bytes) are not copied at
+all: the request says where they lie (``Samples.views``) and the process reads them there, as
+the decode processes do (``decoders/_decode_server.py``).
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import time
 import traceback
@@ -37,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._ipc.regions import open_region
 from .errors import SampleSkipped
 
 
@@ -65,13 +78,51 @@ class Samples:
     from outside the chain, one parameter per step), or the same :func:`pack`-ed into the
     memfd. ``want``: the keys to send back; ``region``: (offset, size) of the part of the
     memfd the reply's arrays may use (each request in flight has its own); ``upload``: a
-    span of the upload area to put them in first, if they fit (``_upload_area.py``)."""
+    span of the upload area to put them in first, if they fit (``_upload_area.py``).
+    ``views``: values left out of ``items`` that lie in a region this process mapped
+    (:class:`MapRegion`), ``(value key, region key, offsets, sizes)``, one offset and size per
+    item, in order: a read process's slot, whose bytes are read from there, not copied."""
 
     key: int
     items: list
     want: tuple[int, ...]
     region: tuple[int, int]
     upload: tuple[int, int] | None = None
+    views: tuple = ()
+
+    def wire(self) -> tuple:
+        """The message as the pipeline sends it: a plain tuple, ``items`` flattened (pickle
+        takes some 5 us a dataclass, each way, a tuple well under 1; see the module doc)."""
+        items, spans = self.items, None
+        if type(items) is Packed:
+            items, spans = items.data, items.spans
+        return (self.key, items, spans, self.want, self.region, self.upload, self.views)
+
+    @classmethod
+    def from_wire(cls, message: tuple) -> Samples:
+        key, items, spans, want, region, upload, views = message
+        return cls(
+            key, items if spans is None else Packed(items, spans), want, region, upload, views
+        )
+
+
+@dataclass(frozen=True)
+class MapRegion:
+    """Map another process's shared memory (``_ipc.regions.Region``: a read process's slot),
+    kept under ``key`` until :class:`Unmap`. Reply: whether it could."""
+
+    key: tuple
+    path: str
+    offset: int
+    size: int
+    inode: int
+
+
+@dataclass(frozen=True)
+class Unmap:
+    """Let go of the region ``key`` (gone in the process that shared it; a notification)."""
+
+    key: tuple
 
 
 @dataclass(frozen=True)
@@ -87,6 +138,10 @@ class SamplesDone:
     seconds: list
     counts: list
 
+    def wire(self) -> tuple:
+        """As a plain tuple (``SamplesDone(*t)`` again), which unpickles without a class."""
+        return (self.results, self.skipped, self.failed, self.seconds, self.counts)
+
 
 @dataclass(frozen=True)
 class Packed:
@@ -99,12 +154,23 @@ class Packed:
     shared: bool = False
 
 
-def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object:
+def pack(
+    reply: object, memory, region: tuple[int, int] | None = None, plain: bool = False
+) -> object:
     """``reply`` as :class:`Packed` with its buffers written into ``memory`` (an mmap), within
-    ``region`` (offset, size; all of it if None), or ``reply`` itself when they do not fit."""
+    ``region`` (offset, size; all of it if None), or ``reply`` itself when they do not fit.
+    ``plain``: arrays pickled as a plain ``np.ndarray(shape, dtype, buffer)`` call
+    (:func:`_plain_array`), which the pipeline unpickles in half the time."""
     start, size = region if region is not None else (0, len(memory))
     buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(reply, protocol=5, buffer_callback=buffers.append)
+    if plain:
+        out = io.BytesIO()
+        pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffers.append)
+        pickler.dispatch_table = _PLAIN
+        pickler.dump(reply)
+        data = out.getvalue()
+    else:
+        data = pickle.dumps(reply, protocol=5, buffer_callback=buffers.append)
     spans, pos = [], start
     for buf in buffers:
         raw = buf.raw()
@@ -115,6 +181,23 @@ def pack(reply: object, memory, region: tuple[int, int] | None = None) -> object
         spans.append((pos, raw.nbytes))
         pos = (end + 63) & ~63
     return Packed(data, spans)
+
+
+def _plain_array(a: np.ndarray):
+    """How a reply's array pickles (a ``dispatch_table`` reducer): a C-contiguous array of a
+    plain dtype as ``np.ndarray(shape, dtype string, its buffer out of band)``, which
+    unpickles in one C call; numpy's own reduction (``_frombuffer``: a Python function, and
+    the dtype pickled as an object) took twice as long, about 6 us an array, on the back
+    thread of the CPU stage for every sample of a batch."""
+    dtype = a.dtype
+    if a.flags.c_contiguous and dtype.kind in _PLAIN_KINDS and dtype.fields is None:
+        if dtype.metadata is None:
+            return np.ndarray, (a.shape, dtype.str, pickle.PickleBuffer(a))
+    return a.__reduce_ex__(5)
+
+
+_PLAIN_KINDS = "biufc"  # numbers: a dtype string gives them back exactly, and they export buffers
+_PLAIN = {np.ndarray: _plain_array}  # exact ndarrays only: a subclass pickles as its own
 
 
 def unpack(reply: object, memory, alloc=None) -> object:
@@ -176,6 +259,7 @@ class Server:
 
         tune_malloc(malloc_tuning)  # as in the pipeline's process: the chains allocate as much
         self.chains: dict[int, list[Step]] = {}
+        self.regions: dict[tuple, np.ndarray] = {}  # key -> another process's region, mapped
         self.memory = mmap.mmap(fd, size)
         self.uploads = mmap.mmap(uploads_fd, uploads_size) if uploads_fd >= 0 else None
 
@@ -183,13 +267,25 @@ class Server:
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
+        if isinstance(msg, MapRegion):
+            memory = open_region(msg.path, msg.offset, msg.size, msg.inode)
+            if memory is not None:
+                self.regions[msg.key] = np.frombuffer(memory, np.uint8)
+            return memory is not None
+        if isinstance(msg, Unmap):  # (unmapped once no value views it)
+            self.regions.pop(msg.key, None)
+            return None
         items = unpack(msg.items, self.memory)  # copied out: outputs may be views of inputs
-        done = self.run(self.chains[msg.key], items, msg.want)
+        for k, key, offsets, sizes in msg.views:  # the pipeline holds them until the reply
+            data = self.regions[key]
+            for (_, values, _), o, n in zip(items, offsets, sizes, strict=True):
+                values[k] = data[o : o + n]
+        done = self.run(self.chains[msg.key], items, msg.want).wire()
         if msg.upload is not None and self.uploads is not None:
-            out = pack(done, self.uploads, msg.upload)
+            out = pack(done, self.uploads, msg.upload, plain=True)
             if isinstance(out, Packed):
                 return Packed(out.data, out.spans, True)
-        return pack(done, self.memory, msg.region)
+        return pack(done, self.memory, msg.region, plain=True)
 
     @staticmethod
     def run(steps: list[Step], items: list, want: tuple[int, ...]) -> SamplesDone:
@@ -239,5 +335,16 @@ def handler(
     """The ``handle`` function of a sample server whose replies' buffers go to the memfd
     ``fd`` of ``size`` bytes (see ``_ipc.server``), or to the upload area ``uploads_fd`` where
     a request says so; ``malloc_tuning``: keep large blocks in malloc's heap, as the
-    pipeline's process does (``_malloc.py``)."""
-    return Server(fd, size, malloc_tuning, uploads_fd, uploads_size).handle
+    pipeline's process does (``_malloc.py``). Requests and replies of samples travel as plain
+    tuples (see the module doc); the rest as the messages themselves."""
+    server = Server(fd, size, malloc_tuning, uploads_fd, uploads_size)
+
+    def handle(message):
+        if type(message) is not tuple:
+            return server.handle(message)
+        reply = server.handle(Samples.from_wire(message))
+        if type(reply) is Packed:
+            return (reply.data, reply.spans, reply.shared)
+        return (reply, None, False)
+
+    return handle

@@ -161,10 +161,11 @@ class UploadArea:
             return pickle.loads(reply.data)
         end = max(o + n for o, n in reply.spans)
         used = min(-(-(end - offset) // _ALIGN) * _ALIGN, size)
-        self.release(offset + used, size - used)
-        block = np.frombuffer(self.memory, np.uint8, used, offset)
-        with self.lock:
+        with self.lock:  # the tail free, the block live: one hold of the lock a reply
+            self._drain()
+            self._free(offset + used, size - used)
             self._live += 1
+        block = np.frombuffer(self.memory, np.uint8, used, offset)
         weakref.finalize(block, self._drop, offset, used)  # (_dropped, not the lock)
         buffers = [block[o - offset : o - offset + n] for o, n in reply.spans]
         return pickle.loads(reply.data, buffers=buffers)

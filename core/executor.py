@@ -940,7 +940,10 @@ class Executor:
         ]
         alloc = PinnedBlocks(self.gpu_stage.device_id) if self._uploads(run) else None
         try:
-            return self._sample_processes.submit(run, items, alloc)
+            # with a back thread and room for two iterations, the front sends the next one
+            # before this one's replies are read: two share the processes (requests())
+            in_flight = 2 if self._back and self.capacity() >= 2 else 1
+            return self._sample_processes.submit(run, items, alloc, in_flight)
         except HelperStartError as e:
             warnings.warn(
                 f"per-sample operators run in threads: no sample process could start ({e})",

@@ -180,8 +180,7 @@ class CopyToGpu(Operator):
         first = samples[0]
         if type(first) is not np.ndarray:
             return None
-        dtype, ndim, spans = first.dtype, first.ndim, samples.spans
-        src, total = [], 0
+        dtype, ndim = first.dtype, first.ndim
         for a in samples:
             if (
                 type(a) is not np.ndarray
@@ -190,20 +189,26 @@ class CopyToGpu(Operator):
                 or not a.flags.c_contiguous
             ):
                 return None
-            p, size = a.ctypes.data, a.nbytes
-            if not any(lo <= p and p + size <= hi for lo, hi in spans):
-                return None
-            src.append(p)
-            total += size
-        if total < n * IN_PLACE_MIN_BYTES:
+        sizes = [a.nbytes for a in samples]
+        if sum(sizes) < n * IN_PLACE_MIN_BYTES:
+            return None
+        src = [a.ctypes.data for a in samples]
+        # every sample inside one block: checked for the batch at once (a generator over the
+        # blocks a sample cost more than its copy call)
+        starts = np.array(src, np.int64)
+        ends = starts + np.array(sizes, np.int64)
+        inside = np.zeros(n, bool)
+        for lo, hi in samples.spans:
+            inside |= (starts >= lo) & (ends <= hi)
+        if not inside.all():
             return None
         shapes = np.array([a.shape for a in samples], np.int64).reshape(n, ndim)
         out = alloc_batch(shapes, dtype, cupy.cuda.runtime.getDevice())
         runtime = cupy.cuda.runtime
         kind, handle = runtime.memcpyHostToDevice, stream.ptr
-        for dst, p, a in zip(out.ptrs.tolist(), src, samples, strict=True):
-            if a.nbytes:
-                runtime.memcpyAsync(dst, p, a.nbytes, kind, handle)
+        for dst, p, size in zip(out.ptrs.tolist(), src, sizes, strict=True):
+            if size:
+                runtime.memcpyAsync(dst, p, size, kind, handle)
         self._hold(samples, stream)
         return out
 

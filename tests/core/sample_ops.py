@@ -27,3 +27,20 @@ class EnvValue:
 
         (name,) = inputs
         return np.frombuffer(os.environ.get(str(name), "").encode(), np.uint8).copy()
+
+
+class Reverse:
+    """run_sample returns its input's bytes reversed, and whether the input lay in memory that
+    the sample process mapped (a read process's slot) rather than an array of its own."""
+
+    def run_sample(self, inputs, args, param):
+        import mmap
+
+        import numpy as np
+
+        (x,) = inputs
+        base = x
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        base = base.obj if isinstance(base, memoryview) else base
+        return x[::-1].copy(), np.array(isinstance(base, mmap.mmap))
