@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from . import get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, uniform_rows
+from ._batch import _ALIGN, alloc_batch, as_samples, ragged_layout, uniform_rows
 from .one_hot import TYPE_NAMES
 from .reduce import launch_reduce, reduce_descriptors
 
@@ -163,14 +163,15 @@ def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift,
     what ``reduce_batch`` "mean" (float32), ``reduce_batch`` "variance" (float64 sums of
     squared deviations from that mean) and ``normalize_apply_batch`` launch, with the same
     descriptors and kernels, but their three descriptor tables go up in one copy (one
-    allocation and copy instead of three) and the second reduction's table is the first's
-    with its output, its mean and its scale changed (both reduce the same samples).
+    allocation and copy instead of three), the two statistics share one allocation
+    (:func:`_statistics`), and the second reduction's table is the first's with its output,
+    its mean and its scale changed (both reduce the same samples).
 
     Args:
         inputs: the batch (C-contiguous or not: the descriptors carry its strides).
         out_dtype: the output type.
         axes: the reduced axes.
-        keep: (N, ndim) the statistics' shapes (the reduced axes of extent 1).
+        keep: (N, ndim) int64, the statistics' shapes (the reduced axes of extent 1).
         counts: (N,) the number of elements each statistic reduces.
         scale, shift, eps, ddof: the operator's arguments.
         stream: the CUDA stream.
@@ -179,11 +180,8 @@ def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift,
     n = len(s)
     if n == 0:
         return alloc_batch(s.shapes, out_dtype, s.device_id)
-    means = alloc_batch(keep, np.float32, s.device_id)
-    sumsq = alloc_batch(keep, np.float64, s.device_id)
+    stats, mean_ptrs, sumsq_ptrs = _statistics(keep)  # (kept alive until the launches)
     out = alloc_batch(s.shapes, out_dtype, s.device_id)
-    mean_ptrs = np.asarray(means.ptrs, np.uint64)
-    sumsq_ptrs = np.asarray(sumsq.ptrs, np.uint64)
     norms = 1.0 / np.maximum(counts, 1)
     d_mean = reduce_descriptors(s.ptrs, mean_ptrs, s.shapes, s.strides, axes, norms)
     d_var = d_mean.copy()
@@ -201,3 +199,19 @@ def normalize_reduced_batch(inputs, out_dtype, axes, keep, counts, scale, shift,
     if int(d["size"].max()):
         _apply(s, out, d, at[2], (scale, shift, eps, ddof), stream)
     return out
+
+
+def _statistics(keep: np.ndarray) -> tuple:
+    """(one device buffer, the float32 means' and the float64 sums of squares' addresses) of
+    statistics of shapes ``keep`` (N, ndim): both temporaries of ``normalize_reduced_batch`` in
+    one allocation (one CuPy pool call instead of two, ~5-18 us each on the H100), each sample's
+    at a 256-byte aligned offset (``ragged_layout``'s, memoised per shapes), the sums after the
+    means."""
+    import cupy
+
+    mean_offsets, mean_bytes, _ = ragged_layout(keep, 4)
+    sumsq_offsets, sumsq_bytes, _ = ragged_layout(keep, 8)
+    head = -(-mean_bytes // _ALIGN) * _ALIGN
+    buf = cupy.empty(head + sumsq_bytes, np.uint8)
+    base = np.uint64(buf.data.ptr)
+    return buf, mean_offsets + base, sumsq_offsets + (base + np.uint64(head))

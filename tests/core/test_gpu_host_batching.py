@@ -266,3 +266,50 @@ def test_uniform_row_known_from_the_start_is_the_one_worked_out(fake_cupy):
     assert uniform_row(a) == ((5, 7, 3), (21, 3, 1))
     assert uniform_row(merge_gpu(taken, c, pred)) is None
     assert uniform_row(empty) is None
+
+
+def test_normalize_statistics_share_one_allocation_without_overlap(fake_cupy, monkeypatch):
+    import dlpipe.kernels.normalize as knorm
+    from dlpipe.kernels.normalize import NORM_DESC
+    from dlpipe.kernels.reduce import REDUCE_DESC
+    from dlpipe.operators._normalize_gpu import normalize_gpu
+    from dlpipe.operators.normalize import Normalize
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, knorm)
+    made = []
+    empty = cupy.empty
+
+    def recording_empty(shape, dtype=np.float32, order="C"):
+        a = empty(shape, dtype, order)
+        made.append(a)
+        return a
+
+    monkeypatch.setattr(cupy, "empty", recording_empty)
+    shapes = [(64, 90 + 7 * i) for i in range(5)]  # the speech features: (mel, time), ragged
+    batch = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    op = Normalize(axes=[1], ddof=1)
+    op.output_layouts([""])
+    out = normalize_gpu(op, batch, {}, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    (host,) = sent  # the two reductions' and the apply's descriptors in one copy
+    n = len(shapes)
+    d_mean = host[: n * REDUCE_DESC.itemsize].view(REDUCE_DESC)
+    d_var = host[n * REDUCE_DESC.itemsize : 2 * n * REDUCE_DESC.itemsize].view(REDUCE_DESC)
+    d = host[2 * n * REDUCE_DESC.itemsize :].view(NORM_DESC)
+    stats, output = made[0], made[1]  # the statistics' buffer, then the output's
+    assert len(made) == 3  # and the descriptors' upload
+    means = d_mean["out_ptr"].astype(np.int64)
+    sums = d_var["out_ptr"].astype(np.int64)
+    assert (d_var["mean_ptr"] == means).all() and (d["mean_ptr"] == means).all()
+    assert (d["dev_ptr"] == sums).all() and (d["out_ptr"] == out.ptrs.view(np.int64)).all()
+    regions = sorted(
+        [(int(p), int(p) + 64 * 4) for p in means] + [(int(p), int(p) + 64 * 8) for p in sums]
+    )
+    lo, hi = stats.data.ptr, stats.data.ptr + stats.nbytes
+    assert all(lo <= a and b <= hi and a % 256 == 0 for a, b in regions)
+    assert all(b <= a2 for (_, b), (a2, _) in zip(regions, regions[1:], strict=False))
+    assert not lo <= output.data.ptr < hi
+    assert d_mean["norm"].tolist() == [1.0 / sh[1] for sh in shapes]
+    assert d_var["norm"].tolist() == [1.0] * n
