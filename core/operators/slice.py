@@ -410,11 +410,16 @@ class Slice(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         from ..kernels._batch import as_samples
-        from ..kernels.layout import slice_batch
+        from ..kernels.layout import slice_batch, slice_known
 
         s = as_samples(inputs[0])
         anchors, shapes, ch = self._gpu_windows(s.shapes, tuple(inputs[1:]), args)
         dtype = self.out_dtype(s.dtype)
+        host = getattr(s, "_host", None)  # values the host made (fn.shapes): cut there
+        if host is not None and dtype == host.dtype:
+            out = slice_known(host, anchors, shapes, stream=stream)
+            if out is not None:
+                return out
         fill = self._fills.get(dtype)
         if fill is None:  # the fill values as the type: once per type, not every batch
             fill = self._fills[dtype] = fill_as(self.fill_values, dtype)

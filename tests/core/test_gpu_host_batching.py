@@ -313,3 +313,54 @@ def test_normalize_statistics_share_one_allocation_without_overlap(fake_cupy, mo
     assert not lo <= output.data.ptr < hi
     assert d_mean["norm"].tolist() == [1.0 / sh[1] for sh in shapes]
     assert d_var["norm"].tolist() == [1.0] * n
+
+
+@pytest.mark.parametrize(
+    "window, on_host",
+    [
+        ((1, 1, {}), True),  # NeMo's lengths: the time extent of every (mel, time) sample
+        ((0, 2, {}), True),
+        ((1, 2, {"out_of_bounds_policy": "pad"}), False),  # past the end: the kernel pads
+        ((0, 1, {"dtype": "FLOAT"}), False),  # a conversion: the kernel's
+    ],
+)
+def test_slice_of_shapes_is_cut_on_the_host(fake_cupy, monkeypatch, window, on_host):
+    """``fn.slice(fn.shapes(x), ...)`` on the GPU: the shapes' host copy is cut and uploaded,
+    without a copy kernel, when every window is inside the samples and of their type; other
+    windows launch the kernel as before."""
+    import dlpipe.kernels as kernels
+    import dlpipe.kernels.layout as klayout
+    from dlpipe import fn, pipeline_def, types
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kernels)
+    monkeypatch.setattr(klayout, "upload", kernels.upload)
+    shapes = [(64, 90 + 7 * i) for i in range(5)]
+    clips = [cupy.ndarray(sh, np.float32) for sh in shapes]
+    anchor, extent, kw = window
+    if "dtype" in kw:
+        kw = {**kw, "dtype": getattr(types, kw["dtype"])}
+
+    @pipeline_def(batch_size=5, num_threads=1, device_id=0, exec_async=False,
+                  exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    def pipe_def():
+        x = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        return fn.slice(fn.shapes(x), anchor, extent, axes=(0,), **kw)
+
+    pipe = pipe_def()
+    pipe.build()
+    cupy.COUNTS.clear()
+    sent.clear()
+    (out,) = pipe.run()
+    samples = out._samples
+    copies = sum(v for k, v in cupy.COUNTS.items() if k.startswith("launch:nd_copy"))
+    if on_host:
+        assert cupy.COUNTS["launch"] == 1 and not copies  # the external source's copy only
+        want = np.array(shapes, np.int64)[:, anchor : anchor + extent]
+        assert samples.shape_list() == [want.shape[1:]] * 5
+        np.testing.assert_array_equal(sent[-1], want)  # what went up
+        np.testing.assert_array_equal(samples._host, want)
+        assert samples.dense is not None and samples.dense.data.ptr == int(samples.ptrs[0])
+    else:
+        assert cupy.COUNTS["launch"] == 2 and copies == 1  # and the copy kernel
+        assert getattr(samples, "_host", None) is None
