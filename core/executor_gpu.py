@@ -115,9 +115,11 @@ class GpuStage:
             raise DeviceError(f"device_id={device_id} is not a GPU of this machine ({count} found)")
         self.device_id = int(device_id)
         self._cupy = cupy
+        from .kernels import current
         from .tensors_gpu import SampleList, TensorListGPU
 
         self._SampleList = SampleList
+        self._current = current  # the stage's stream, current and known so to the launchers
         self._TensorListGPU = TensorListGPU
         with cupy.cuda.Device(self.device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -262,7 +264,7 @@ class GpuStage:
         a lane ran them), then the outputs."""
         cupy = self._cupy
         lane = ws.gpu
-        with cupy.cuda.Device(self.device_id), self.stream:
+        with cupy.cuda.Device(self.device_id), self._current(self.stream):
             if lane is None:
                 self._run_ops(self.ops, ws, self.stream)
             else:

@@ -364,3 +364,43 @@ def test_slice_of_shapes_is_cut_on_the_host(fake_cupy, monkeypatch, window, on_h
     else:
         assert cupy.COUNTS["launch"] == 2 and copies == 1  # and the copy kernel
         assert getattr(samples, "_host", None) is None
+
+
+def test_launchers_enter_a_stream_unless_it_is_current(fake_cupy):
+    """``stream_scoped`` launchers skip ``with stream:`` for the stream ``kernels.current``
+    (the GPU stage) or an outer launcher made current, and enter any other one, the current
+    stream being the given one inside the launcher either way."""
+    from dlpipe import kernels
+
+    cupy = fake_cupy
+    entered = []
+
+    class Counted(cupy.cuda.Stream):
+        def __enter__(self):
+            entered.append(self)
+            return super().__enter__()
+
+    a, b = Counted(), Counted()
+    seen = []
+
+    @kernels.stream_scoped
+    def inner(stream=None):
+        seen.append(cupy.cuda.get_current_stream())
+
+    @kernels.stream_scoped
+    def outer(stream=None, then=None):
+        seen.append(cupy.cuda.get_current_stream())
+        inner(stream=then or stream)
+
+    outer(stream=a)  # enters a once: inner finds it current
+    assert entered == [a] and seen == [a, a]
+    entered.clear(), seen.clear()
+    with kernels.current(a):
+        outer(stream=a)  # a is current: nothing entered
+        assert entered == [a] and seen == [a, a]
+        outer(stream=a, then=b)  # b is not: inner enters it, and a is current again after
+        assert entered == [a, b] and seen == [a, a, a, b]
+        inner(stream=a)
+        assert entered == [a, b] and seen[-1] is a
+    inner(stream=a)  # outside: entered again
+    assert entered == [a, b, a] and cupy.cuda.get_current_stream() is cupy.cuda.Stream.null
