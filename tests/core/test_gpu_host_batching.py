@@ -404,3 +404,28 @@ def test_launchers_enter_a_stream_unless_it_is_current(fake_cupy):
         assert entered == [a, b] and seen[-1] is a
     inner(stream=a)  # outside: entered again
     assert entered == [a, b, a] and cupy.cuda.get_current_stream() is cupy.cuda.Stream.null
+
+
+@pytest.mark.parametrize("shapes", [[(5,), (8,), (3,)], [(3,), (3,), (3,)], [(2, 3)] * 2])
+def test_gpu_normal_draws_into_its_output(fake_cupy, monkeypatch, shapes):
+    """``random.normal`` of a GPU batch: an even count (a ragged batch's aligned buffer, an
+    even dense batch) is drawn by cuRAND straight into the output buffer, all of it, with the
+    operator's mean and deviation; an odd count goes through ``RandomState.normal`` and a
+    copy, as before."""
+    from dlpipe.operators.random import Normal
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    calls = []
+    monkeypatch.setattr(cupy.cuda.curand, "generateNormal", lambda *a: calls.append(a))
+    op = Normal(mean=0.5, stddev=2.0)
+    like = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    out = op._draw_on_gpu(like, [(0, 7)], cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    buf = out.dense if out.dense is not None else out.owners
+    count = buf.reshape(-1).view(np.float32).size  # (the stand-in's view keeps the shape)
+    if count % 2:
+        assert not calls and cupy.COUNTS["setitem"] == 1
+    else:
+        assert calls == [(1, buf.data.ptr, count, 0.5, 2.0)] and not cupy.COUNTS["setitem"]
+        assert int(out.ptrs[0]) == buf.data.ptr

@@ -215,7 +215,7 @@ class _RandomState:
     """``cupy.random.RandomState``: draws count as one kernel."""
 
     def __init__(self, seed=None, method=None):
-        pass
+        self._generator = 1  # (a cuRAND generator handle: ``cuda.curand.generate*``)
 
     def seed(self, seed=None) -> None:
         pass
