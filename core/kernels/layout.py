@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import CTYPES, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, sample_list, uniform_rows
 
 MAX_DIMS = 8
 _BLOCK = 256
@@ -281,8 +281,6 @@ def slice_known(host: np.ndarray, anchors, shapes, stream=None):
         anchors, shapes: (N, sample ndim) int64 windows, as ``slice_batch`` takes them.
         stream: the CUDA stream.
     """
-    from ._batch import sample_list, uniform_rows
-
     n, extents = len(host), host.shape[1:]
     if not n or anchors.shape != (n, len(extents)) or shapes.shape != anchors.shape:
         return None

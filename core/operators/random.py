@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import SMALL_ELEMENTS, Operator, register
+from ..kernels._batch import alloc_batch
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -309,8 +310,6 @@ class Normal(_RandomBase):
         whole batch into its output buffer (the alignment padding between samples is drawn
         too and never read)."""
         import cupy
-
-        from ..kernels._batch import alloc_batch
 
         out = alloc_batch(like.shapes, self.dtype, like.device_id)
         if len(out) == 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Operator, register
+from ..kernels._batch import sample_list
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -40,8 +41,6 @@ class Shapes(Operator):
         ``fn.slice(fn.shapes(x), 1, 1)``) is cut on the host and uploaded, with no copy
         kernel (``kernels.layout.slice_known``)."""
         import cupy
-
-        from ..kernels._batch import sample_list
 
         shapes = np.asarray(inputs[0].shapes, np.int64)
         host = np.ascontiguousarray(convert_sat(shapes.reshape(len(shapes), -1), self.dtype))
