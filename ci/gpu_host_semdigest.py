@@ -13,6 +13,8 @@ arguments by value; an address into a descriptor upload as that upload's bytes f
 those rows), every 8-byte word of them that is a device address replaced too; any other
 address as (the n-th allocation that is not a descriptor upload, offset). Two checkouts that
 print the same digest launch the same kernels over the same tables of the same data buffers.
+Uploads are found by the address each returns, so uploads cut from one allocation (the GPU
+stage's ``kernels.Arena``) are named as separate ones are.
 Not covered: the bytes of data copied up (``ndarray.set``, the external source's copy) and
 cuFFT (``gpu_host_digest.py`` covers the former).
 
@@ -44,7 +46,8 @@ class Recorder:
     """Patches the stand-in CuPy and ``dlpipe.kernels.upload`` and logs every launch."""
 
     def __init__(self):
-        self.allocs: list[list] = []  # [address, bytes, a descriptor upload?, its host bytes]
+        self.allocs: list[list] = []  # [address, bytes, made by a descriptor upload?]
+        self.uploads: list[tuple] = []  # (device address, host bytes) of each upload
         self.log: list[bytes] = []
         self._uploading = False
         self._tables: dict = {}
@@ -68,7 +71,7 @@ class Recorder:
 
         def allocate(shape, dtype=np.float32, order="C"):
             a = empty(shape, dtype, order)
-            rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading, None])
+            rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading])
             return a
 
         def descriptor_upload(host, stream):
@@ -77,7 +80,7 @@ class Recorder:
                 dev = upload(host, stream)
             finally:
                 rec._uploading = False
-            rec.allocs[-1][3] = np.ascontiguousarray(host).tobytes()
+            rec.uploads.append((dev.data.ptr, np.ascontiguousarray(host).tobytes()))
             return dev
 
         cupy.ndarray.__getitem__ = sliced
@@ -106,12 +109,24 @@ class Recorder:
                 best = a
         return best if best is not None and ptr - best[0] < _STEP else None
 
+    def _upload_at(self, ptr: int):
+        """The (address, bytes) of the upload ``ptr`` points into (the last one there), or
+        None. An upload is its own allocation, or a cut of the GPU stage's arena (one
+        allocation for a batch's uploads: ``dlpipe.kernels.Arena``); named the same."""
+        for start, raw in reversed(self.uploads):
+            if start <= ptr < start + max(len(raw), 1):
+                return start, raw
+        return None
+
     def name(self, ptr: int) -> tuple:
+        u = self._upload_at(ptr)
+        if u is not None:
+            return ("upload", ptr - u[0])
         a = self._find(ptr)
         if a is None:  # (memory the stand-in made without cupy.empty: cuFFT's output)
             return ("?",)
-        if a[2]:
-            return ("upload", ptr - a[0])
+        if a[2]:  # (an upload's allocation past its bytes)
+            return ("upload-gap", ptr - a[0])
         k = sum(1 for b in itertools.takewhile(lambda b: b is not a, self.allocs) if not b[2])
         return ("alloc", k, ptr - a[0])
 
@@ -136,7 +151,7 @@ class Recorder:
             if where[0] != "upload":
                 out.append(where)
                 continue
-            raw = self._find(ptr)[3][where[1] :]
+            raw = self._upload_at(ptr)[1][where[1] :]
             if table is not None and i == 0:
                 raw = raw[: grid[2] * table.itemsize]
             out.append(("upload", self._words(raw)))

@@ -115,7 +115,7 @@ class GpuStage:
             raise DeviceError(f"device_id={device_id} is not a GPU of this machine ({count} found)")
         self.device_id = int(device_id)
         self._cupy = cupy
-        from .kernels import current
+        from .kernels import Arena, current
         from .tensors_gpu import SampleList, TensorListGPU
 
         self._SampleList = SampleList
@@ -123,6 +123,7 @@ class GpuStage:
         self._TensorListGPU = TensorListGPU
         with cupy.cuda.Device(self.device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._arena = Arena(self.stream)  # each batch's uploads, cut from one buffer
         self.ops = list(gpu_ops)
         self.mixed_ops = [n for n in self.ops if n.device == "mixed"]
         self.gpu_ops = [n for n in self.ops if n.device != "mixed"]
@@ -264,7 +265,7 @@ class GpuStage:
         a lane ran them), then the outputs."""
         cupy = self._cupy
         lane = ws.gpu
-        with cupy.cuda.Device(self.device_id), self._current(self.stream):
+        with cupy.cuda.Device(self.device_id), self._current(self.stream, self._arena):
             if lane is None:
                 self._run_ops(self.ops, ws, self.stream)
             else:

@@ -82,11 +82,19 @@ def upload(host: np.ndarray, stream):
     object and device switches. Measured on the H100 (CuPy 14.2, one thread): allocation and
     copy of 0.5 / 25 / 100 KB took 12.0 / 13.5 / 19.5 us against 13.8 / 15.7 / 22.0 us with
     ``set`` (``cupy.asarray``: 28-33 us); the augmentations' GPU stage uploads ~22
-    descriptors a batch."""
+    descriptors a batch.
+
+    In the GPU stage (``current`` with an :class:`Arena`, ``stream`` its stream) the device
+    array is cut from the batch's one arena buffer instead of a pool allocation each."""
     import cupy
 
     host = np.ascontiguousarray(host)
-    dev = cupy.empty(host.shape, host.dtype)
+    arena = getattr(_SCOPE, "arena", None)
+    dev = None
+    if arena is not None and stream is arena.stream:  # (the GPU stage's batch: ``current``)
+        dev = arena.take(host.shape, host.dtype, host.nbytes)
+    if dev is None:
+        dev = cupy.empty(host.shape, host.dtype)
     if host.nbytes:
         runtime = cupy.cuda.runtime
         on = stream if stream is not None else cupy.cuda.get_current_stream()
@@ -133,21 +141,71 @@ def stream_scoped(fn):
     return wrapper
 
 
-class current:  # noqa: N801 (used as a function: ``with kernels.current(stream):``)
-    """``with current(stream):`` makes ``stream`` CuPy's current stream, and known so to
-    :func:`stream_scoped` launchers (the GPU stage's operators, on its stream)."""
+_ARENA_ALIGN = 256  # bytes: every upload cut from an arena starts at such an offset
 
-    __slots__ = ("stream", "outer")
+
+class Arena:
+    """One device buffer per GPU-stage batch that the batch's uploads on ``stream`` (the
+    descriptor tables, ~10 a speech batch) are cut from, instead of a CuPy pool allocation
+    (and free) each: sized by the largest batch before (the first batch's uploads, and any that
+    do not fit, are allocated as before). A cut is a view of the buffer, which stays allocated
+    while any cut is referenced; at the batch's end the stage drops it, and CuPy's pool reuses
+    it in the stream's order, after the batch's kernels, as it did each upload's array."""
+
+    __slots__ = ("stream", "want", "buf", "used", "needed")
 
     def __init__(self, stream):
         self.stream = stream
+        self.want = 0  # bytes: the most a batch cut
+        self.buf = None
+        self.used = self.needed = 0
+
+    def start(self) -> None:
+        self.buf, self.used, self.needed = None, 0, 0
+
+    def end(self) -> None:
+        self.want = max(self.want, self.needed)
+        self.buf = None
+
+    def take(self, shape: tuple, dtype, nbytes: int):
+        """A device array of ``shape`` / ``dtype`` (``nbytes``) cut from the buffer, or None
+        when it does not fit (the buffer is made at the first cut of a batch)."""
+        import cupy
+
+        size = -(-max(nbytes, 1) // _ARENA_ALIGN) * _ARENA_ALIGN
+        self.needed += size
+        buf = self.buf
+        if buf is None:
+            buf = self.buf = cupy.empty(max(self.want, size), np.uint8)
+        if self.used + size > buf.nbytes:
+            return None
+        out = cupy.ndarray(shape, dtype, buf.data + self.used)
+        self.used += size
+        return out
+
+
+class current:  # noqa: N801 (used as a function: ``with kernels.current(stream):``)
+    """``with current(stream, arena):`` makes ``stream`` CuPy's current stream, and known so
+    to :func:`stream_scoped` launchers (the GPU stage's operators, on its stream); with an
+    :class:`Arena` (of that stream), :func:`upload` cuts the uploads from it meanwhile."""
+
+    __slots__ = ("stream", "arena", "outer")
+
+    def __init__(self, stream, arena: Arena | None = None):
+        self.stream = stream
+        self.arena = arena
 
     def __enter__(self):
-        self.outer = getattr(_SCOPE, "stream", None)
+        self.outer = (getattr(_SCOPE, "stream", None), getattr(_SCOPE, "arena", None))
         self.stream.__enter__()
         _SCOPE.stream = self.stream
+        if self.arena is not None:
+            self.arena.start()
+        _SCOPE.arena = self.arena
         return self.stream
 
     def __exit__(self, *exc):
-        _SCOPE.stream = self.outer
+        _SCOPE.stream, _SCOPE.arena = self.outer
+        if self.arena is not None:
+            self.arena.end()
         return self.stream.__exit__(*exc)

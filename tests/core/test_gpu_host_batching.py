@@ -429,3 +429,89 @@ def test_gpu_normal_draws_into_its_output(fake_cupy, monkeypatch, shapes):
     else:
         assert calls == [(1, buf.data.ptr, count, 0.5, 2.0)] and not cupy.COUNTS["setitem"]
         assert int(out.ptrs[0]) == buf.data.ptr
+
+
+def test_uploads_of_a_stage_batch_are_cut_from_one_arena(fake_cupy, monkeypatch):
+    """Within ``kernels.current(stream, arena)`` the uploads on that stream are cut from one
+    buffer (256-byte aligned, disjoint, each copied to its cut), sized after the first batch
+    by what the batch cut; uploads on another stream, or outside, allocate as before."""
+    from dlpipe import kernels
+
+    cupy = fake_cupy
+    made, copies = [], []
+    empty = cupy.empty
+
+    def recording_empty(shape, dtype=np.float32, order="C"):
+        a = empty(shape, dtype, order)
+        made.append(a)
+        return a
+
+    monkeypatch.setattr(cupy, "empty", recording_empty)
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a))
+    stream, other = cupy.cuda.Stream(), cupy.cuda.Stream()
+    arena = kernels.Arena(stream)
+    tables = [np.arange(n, dtype=np.int64) for n in (40, 3, 100, 1)] + [np.zeros(0, np.int64)]
+
+    def batch():
+        made.clear(), copies.clear()
+        with kernels.current(stream, arena):
+            outs = [kernels.upload(t, stream) for t in tables]
+            elsewhere = kernels.upload(tables[0], other)
+        return outs, elsewhere
+
+    outs, elsewhere = batch()  # the first batch: the arena holds the first upload only
+    assert len(made) == len(tables) + 1 and made[0].nbytes == 512
+    assert arena.want == 256 * (2 + 1 + 4 + 1 + 1) and arena.buf is None
+    for _ in range(2):
+        outs, elsewhere = batch()
+        (buf, own) = made  # the arena, and the other stream's upload
+        assert buf.nbytes == arena.want and elsewhere is own
+        starts = [o.data.ptr - buf.data.ptr for o in outs]
+        assert starts == [0, 512, 768, 1792, 2048]
+        assert [(o.shape, o.dtype) for o in outs] == [(t.shape, t.dtype) for t in tables]
+        sent = [(dst, size) for dst, _, size, _, _ in copies]
+        want = [(o.data.ptr, t.nbytes) for o, t in zip(outs, tables, strict=True) if t.nbytes]
+        assert sent == [*want, (own.data.ptr, 320)]
+    made.clear()
+    kernels.upload(tables[0], stream)  # outside the batch
+    assert len(made) == 1 and made[0].shape == (40,)
+
+
+def test_gpu_stage_uploads_go_to_one_allocation_a_batch(fake_cupy, monkeypatch):
+    """The GPU stage of a speech graph: from the second batch on, every descriptor upload
+    lands in one allocation (the stage's arena)."""
+    from dlpipe import fn, pipeline_def
+
+    cupy = fake_cupy
+    dests = []
+    real = cupy.cuda.runtime.memcpyAsync
+
+    def memcpy(dst, src, size, kind, stream):
+        dests.append((dst, size))
+        return real(dst, src, size, kind, stream)
+
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", memcpy)
+    clips = [cupy.ndarray((16000 + 997 * i,), np.float32) for i in range(6)]
+
+    @pipeline_def(batch_size=6, num_threads=1, device_id=0, exec_async=False,
+                  exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    def pipe_def():
+        audio = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+        return fn.to_decibels(fn.mel_filter_bank(spec, nfilter=64), cutoff_db=-80.0)
+
+    pipe = pipe_def()
+    pipe.build()
+    pipe.run()
+    for _ in range(2):
+        dests.clear()
+        cupy.COUNTS.clear()
+        pipe.run()
+        assert len(dests) == 5  # the copy's, preemphasis', spectrogram's, mel's, decibels'
+        lo = min(d for d, _ in dests)
+        hi = max(d + size for d, size in dests)
+        assert hi - lo < 1 << 20  # (the stand-in spaces allocations 1 MiB apart)
+        # the outputs (copy, preemphasis, spectrogram, frames, mel, decibels), the decibels'
+        # per-sample maxima and the arena
+        assert cupy.COUNTS["empty"] == 8

@@ -27,6 +27,9 @@ class _Pointer:
         self.ptr = ptr
         self.mem = mem
 
+    def __add__(self, offset: int) -> _Pointer:  # (CuPy's MemoryPointer + bytes)
+        return _Pointer(self.ptr + int(offset), self.mem)
+
 
 class _Device:
     def __init__(self, i: int | None = 0):
