@@ -515,3 +515,21 @@ def test_gpu_stage_uploads_go_to_one_allocation_a_batch(fake_cupy, monkeypatch):
         # the outputs (copy, preemphasis, spectrogram, frames, mel, decibels), the decibels'
         # per-sample maxima and the arena
         assert cupy.COUNTS["empty"] == 8
+
+
+def test_ragged_layout_of_any_rank_is_aligned_offsets_and_c_strides():
+    """``ragged_layout``'s 1-D and 2-D shortcuts and its general path: each sample at the
+    running total of the ones before, each rounded up to 256 bytes; C strides."""
+    from dlpipe.kernels._batch import c_strides, ragged_layout
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        ndim, n = int(rng.integers(1, 5)), int(rng.integers(1, 9))
+        shapes = rng.integers(0, 40, (n, ndim)).astype(np.int64)
+        for itemsize in (1, 2, 4, 8):
+            offsets, total, strides = ragged_layout(shapes, itemsize)
+            padded = [-(-int(np.prod(sh)) * itemsize // 256) * 256 for sh in shapes]
+            assert offsets.dtype == np.uint64 and not offsets.flags.writeable
+            assert offsets.tolist() == np.cumsum([0, *padded[:-1]]).tolist()
+            assert total == (sum(padded) or 1)
+            assert strides.tolist() == c_strides(shapes).tolist()
