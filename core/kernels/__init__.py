@@ -9,6 +9,7 @@ factories are ``_get_<op>_kernel(...)``, memoised per device and type combinatio
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import threading
@@ -98,9 +99,22 @@ def upload(host: np.ndarray, stream):
     if host.nbytes:
         runtime = cupy.cuda.runtime
         on = stream if stream is not None else cupy.cuda.get_current_stream()
-        runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
+        runtime.memcpyAsync(dev.data.ptr, host_address(host), host.nbytes,
                             runtime.memcpyHostToDevice, on.ptr)  # fmt: skip
     return dev
+
+
+_ADDRESS_OF, _BYTE_AT = ctypes.addressof, ctypes.c_byte.from_buffer
+
+
+def host_address(host: np.ndarray) -> int:
+    """The address of a contiguous host array's first byte: through ctypes' buffer protocol
+    for a writable array of at least one byte (0.35 us here, against 1.5 us for
+    ``ndarray.ctypes.data``, which builds a helper object; ~10 uploads a speech batch), else
+    ``ctypes.data``."""
+    if host.flags.writeable and host.nbytes:
+        return _ADDRESS_OF(_BYTE_AT(host))
+    return host.ctypes.data
 
 
 def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tuple]:

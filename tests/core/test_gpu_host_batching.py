@@ -533,3 +533,16 @@ def test_ragged_layout_of_any_rank_is_aligned_offsets_and_c_strides():
             assert offsets.tolist() == np.cumsum([0, *padded[:-1]]).tolist()
             assert total == (sum(padded) or 1)
             assert strides.tolist() == c_strides(shapes).tolist()
+
+
+def test_host_address_is_the_first_byte():
+    """``kernels.host_address``: what ``ndarray.ctypes.data`` gives, writable or not, of
+    contiguous arrays of any type, views into a larger array included."""
+    from dlpipe.kernels import host_address
+
+    base = np.arange(64, dtype=np.int64)
+    for a in (base, base[5:9], base.view(np.uint8)[3:20], np.zeros(3, np.dtype([("p", "<i8")]))):
+        assert host_address(a) == a.ctypes.data
+        b = a.copy()
+        b.flags.writeable = False
+        assert host_address(b) == b.ctypes.data
