@@ -124,8 +124,9 @@ def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tupl
     return ((max_w + bx - 1) // bx, (max_h + by - 1) // by, n), (bx, by, 1)
 
 
-# The stream this thread last made CuPy's current through ``stream_scoped`` or ``current``
-# (``.stream``; unset: none): a launcher called with that stream runs as it is.
+# Per thread: ``.stream``, the stream last made CuPy's current through ``stream_scoped`` or
+# ``current`` (unset: none; a launcher called with it runs as it is), and ``.arena``, the
+# ``Arena`` of the GPU stage's batch being run on this thread (unset or None: none).
 _SCOPE = threading.local()
 
 
@@ -164,7 +165,8 @@ class Arena:
     (and free) each: sized by the largest batch before (the first batch's uploads, and any that
     do not fit, are allocated as before). A cut is a view of the buffer, which stays allocated
     while any cut is referenced; at the batch's end the stage drops it, and CuPy's pool reuses
-    it in the stream's order, after the batch's kernels, as it did each upload's array."""
+    it in the stream's order, after the batch's kernels, as it did each upload's array. (The
+    size only grows: a batch that once uploaded much keeps later buffers that large.)"""
 
     __slots__ = ("stream", "want", "buf", "used", "needed")
 
