@@ -5,6 +5,7 @@ passed as integers) but must hand the kernels the same work.
 
     python3 ci/gpu_host_semdigest.py --graph nemo
     python3 ci/gpu_host_semdigest.py --graph speech --aug val
+    python3 ci/gpu_host_semdigest.py --graph nemo --first-use [--skip "nd_copy<uint64"]
 
 ``ci/gpu_host_digest.py`` hashes the raw uploads and launch arguments: any change to the order
 or number of allocations changes it. Here, per launch: the kernel, grid and block; scalar
@@ -45,7 +46,10 @@ _BASE, _STEP = 1 << 40, 1 << 36
 class Recorder:
     """Patches the stand-in CuPy and ``dlpipe.kernels.upload`` and logs every launch."""
 
-    def __init__(self):
+    def __init__(self, first_use: bool = False, skip: str | None = None):
+        self.first_use = first_use  # name addresses by first appearance (``--first-use``)
+        self.skip = skip  # kernels whose name starts so are left out (``--skip``)
+        self.seen: dict[int, int] = {}
         self.allocs: list[list] = []  # [address, bytes, made by a descriptor upload?]
         self.uploads: list[tuple] = []  # (device address, host bytes) of each upload
         self.log: list[bytes] = []
@@ -127,6 +131,8 @@ class Recorder:
             return ("?",)
         if a[2]:  # (an upload's allocation past its bytes)
             return ("upload-gap", ptr - a[0])
+        if self.first_use:
+            return ("addr", self.seen.setdefault(ptr, len(self.seen)))
         k = sum(1 for b in itertools.takewhile(lambda b: b is not a, self.allocs) if not b[2])
         return ("alloc", k, ptr - a[0])
 
@@ -136,7 +142,9 @@ class Recorder:
         words = np.frombuffer(raw[:k], np.uint64).tolist()
         return tuple(self.name(w) if _BASE <= w < hi else w for w in words) + (raw[k:],)
 
-    def describe(self, kernel: str, grid, block, args) -> list:
+    def describe(self, kernel: str, grid, block, args) -> list | None:
+        if self.skip and kernel.startswith(self.skip):
+            return None  # (left out of the log, its addresses unnamed)
         out = [kernel, grid, block]
         table = next((t for p, t in self._tables.items() if kernel.startswith(p)), None)
         for i, a in enumerate(args):
@@ -164,12 +172,19 @@ def main() -> None:
     ap.add_argument("--aug", choices=["train", "val"], default="val", help="speech: the split")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--first-use", action="store_true",
+                    help="name every address that is not into a descriptor upload by the order "
+                    "of its first appearance, not by (allocation, offset): the same digest for "
+                    "buffers grouped into fewer allocations")  # fmt: skip
+    ap.add_argument("--skip", help="leave out the launches of kernels whose name starts so "
+                    "(to compare with a checkout that no longer launches them)")  # fmt: skip
     args = ap.parse_args()
-    rec = Recorder()
+    rec = Recorder(args.first_use, args.skip)
     rec.install()
     pipe, label = build_graph(args.graph, args.aug, args.batch)
     for _ in range(args.iters):
         pipe.run()
+    rec.log = [x for x in rec.log if x != b"None"]
     digest = hashlib.sha256(b"".join(rec.log)).hexdigest()
     print(f"{label}: {len(rec.log)} launches, {digest}")
 
