@@ -5,6 +5,7 @@ passed as integers) but must hand the kernels the same work.
 
     python3 ci/gpu_host_semdigest.py --graph nemo
     python3 ci/gpu_host_semdigest.py --graph speech --aug val
+    python3 ci/gpu_host_semdigest.py --graph nemo --first-use [--skip "nd_copy<uint64"]
 
 ``ci/gpu_host_digest.py`` hashes the raw uploads and launch arguments: any change to the order
 or number of allocations changes it. Here, per launch: the kernel, grid and block; scalar
@@ -13,6 +14,8 @@ arguments by value; an address into a descriptor upload as that upload's bytes f
 those rows), every 8-byte word of them that is a device address replaced too; any other
 address as (the n-th allocation that is not a descriptor upload, offset). Two checkouts that
 print the same digest launch the same kernels over the same tables of the same data buffers.
+Uploads are found by the address each returns, so uploads cut from one allocation (the GPU
+stage's ``kernels.Arena``) are named as separate ones are.
 Not covered: the bytes of data copied up (``ndarray.set``, the external source's copy) and
 cuFFT (``gpu_host_digest.py`` covers the former).
 
@@ -43,8 +46,12 @@ _BASE, _STEP = 1 << 40, 1 << 36
 class Recorder:
     """Patches the stand-in CuPy and ``dlpipe.kernels.upload`` and logs every launch."""
 
-    def __init__(self):
-        self.allocs: list[list] = []  # [address, bytes, a descriptor upload?, its host bytes]
+    def __init__(self, first_use: bool = False, skip: str | None = None):
+        self.first_use = first_use  # name addresses by first appearance (``--first-use``)
+        self.skip = skip  # kernels whose name starts so are left out (``--skip``)
+        self.seen: dict[int, int] = {}
+        self.allocs: list[list] = []  # [address, bytes, made by a descriptor upload?]
+        self.uploads: list[tuple] = []  # (device address, host bytes) of each upload
         self.log: list[bytes] = []
         self._uploading = False
         self._tables: dict = {}
@@ -68,7 +75,7 @@ class Recorder:
 
         def allocate(shape, dtype=np.float32, order="C"):
             a = empty(shape, dtype, order)
-            rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading, None])
+            rec.allocs.append([a.data.ptr, max(a.nbytes, 1), rec._uploading])
             return a
 
         def raw_alloc(nbytes):  # (``kernels._batch.device_empty``'s size classes)
@@ -82,7 +89,7 @@ class Recorder:
                 dev = upload(host, stream)
             finally:
                 rec._uploading = False
-            rec.allocs[-1][3] = np.ascontiguousarray(host).tobytes()
+            rec.uploads.append((dev.data.ptr, np.ascontiguousarray(host).tobytes()))
             return dev
 
         cupy.ndarray.__getitem__ = sliced
@@ -112,12 +119,26 @@ class Recorder:
                 best = a
         return best if best is not None and ptr - best[0] < _STEP else None
 
+    def _upload_at(self, ptr: int):
+        """The (address, bytes) of the upload ``ptr`` points into (the last one there), or
+        None. An upload is its own allocation, or a cut of the GPU stage's arena (one
+        allocation for a batch's uploads: ``dlpipe.kernels.Arena``); named the same."""
+        for start, raw in reversed(self.uploads):
+            if start <= ptr < start + max(len(raw), 1):
+                return start, raw
+        return None
+
     def name(self, ptr: int) -> tuple:
+        u = self._upload_at(ptr)
+        if u is not None:
+            return ("upload", ptr - u[0])
         a = self._find(ptr)
         if a is None:  # (memory the stand-in made without cupy.empty: cuFFT's output)
             return ("?",)
-        if a[2]:
-            return ("upload", ptr - a[0])
+        if a[2]:  # (an upload's allocation past its bytes)
+            return ("upload-gap", ptr - a[0])
+        if self.first_use:
+            return ("addr", self.seen.setdefault(ptr, len(self.seen)))
         k = sum(1 for b in itertools.takewhile(lambda b: b is not a, self.allocs) if not b[2])
         return ("alloc", k, ptr - a[0])
 
@@ -127,7 +148,9 @@ class Recorder:
         words = np.frombuffer(raw[:k], np.uint64).tolist()
         return tuple(self.name(w) if _BASE <= w < hi else w for w in words) + (raw[k:],)
 
-    def describe(self, kernel: str, grid, block, args) -> list:
+    def describe(self, kernel: str, grid, block, args) -> list | None:
+        if self.skip and kernel.startswith(self.skip):
+            return None  # (left out of the log, its addresses unnamed)
         out = [kernel, grid, block]
         table = next((t for p, t in self._tables.items() if kernel.startswith(p)), None)
         for i, a in enumerate(args):
@@ -142,7 +165,7 @@ class Recorder:
             if where[0] != "upload":
                 out.append(where)
                 continue
-            raw = self._find(ptr)[3][where[1] :]
+            raw = self._upload_at(ptr)[1][where[1] :]
             if table is not None and i == 0:
                 raw = raw[: grid[2] * table.itemsize]
             out.append(("upload", self._words(raw)))
@@ -155,12 +178,19 @@ def main() -> None:
     ap.add_argument("--aug", choices=["train", "val"], default="val", help="speech: the split")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--first-use", action="store_true",
+                    help="name every address that is not into a descriptor upload by the order "
+                    "of its first appearance, not by (allocation, offset): the same digest for "
+                    "buffers grouped into fewer allocations")  # fmt: skip
+    ap.add_argument("--skip", help="leave out the launches of kernels whose name starts so "
+                    "(to compare with a checkout that no longer launches them)")  # fmt: skip
     args = ap.parse_args()
-    rec = Recorder()
+    rec = Recorder(args.first_use, args.skip)
     rec.install()
     pipe, label = build_graph(args.graph, args.aug, args.batch)
     for _ in range(args.iters):
         pipe.run()
+    rec.log = [x for x in rec.log if x != b"None"]
     digest = hashlib.sha256(b"".join(rec.log)).hexdigest()
     print(f"{label}: {len(rec.log)} launches, {digest}")
 

@@ -51,22 +51,26 @@ def check_gpu_inputs(gpu_ops: Sequence[OpNode]) -> None:
                 )
 
 
-def _node_step(node: OpNode) -> tuple:
+def _node_step(node: OpNode, serial) -> tuple:
     """What the GPU stage's loop reads of ``node`` every iteration, worked out once (the graph
     does not change after the build): (operator, input nodes, argument (name, node) pairs,
     whether it runs through the branch plan (it is in a branch, or reads the branches' values),
     output nodes, the profiler's (schema, device), where its inputs are held (``node_holders``)
-    or None outside the branches)."""
+    or None outside the branches, ``serial`` (the node's lock or None), its one output node
+    or None)."""
     op = node.op
     branched = node.scope is not None or bool(getattr(op, "reads_child_scopes", False))
+    outputs = tuple(node.outputs)
     return (
         op,
         tuple(node.inputs),
         tuple(node.arg_nodes.items()),
         branched,
-        tuple(node.outputs),
+        outputs,
         (op.schema, op.device),
         node_holders(node) if branched else None,
+        serial,
+        outputs[0] if len(outputs) == 1 else None,
     )
 
 
@@ -115,12 +119,15 @@ class GpuStage:
             raise DeviceError(f"device_id={device_id} is not a GPU of this machine ({count} found)")
         self.device_id = int(device_id)
         self._cupy = cupy
+        from .kernels import Arena, current
         from .tensors_gpu import SampleList, TensorListGPU
 
         self._SampleList = SampleList
+        self._current = current  # the stage's stream, current and known so to the launchers
         self._TensorListGPU = TensorListGPU
         with cupy.cuda.Device(self.device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._arena = Arena(self.stream)  # each batch's uploads, cut from one buffer
         self.ops = list(gpu_ops)
         self.mixed_ops = [n for n in self.ops if n.device == "mixed"]
         self.gpu_ops = [n for n in self.ops if n.device != "mixed"]
@@ -204,13 +211,13 @@ class GpuStage:
         for node in nodes:
             step = steps.get(node)
             if step is None:
-                step = steps[node] = _node_step(node)
-            op, in_nodes, arg_items, branched, outputs, info, holders = step
+                step = steps[node] = _node_step(node, self._serial.get(id(node)))
+            op, in_nodes, arg_items, branched, outputs, info, holders, serial, single = step
             # Drawn on the CPU stage (in graph order, with the CPU operators' draws), so the
             # checkpoint snapshot of an iteration covers the GPU operators' RNGs too.
             params = all_params[node]
             inputs = [values[x] for x in in_nodes]
-            args = {k: values[x] for k, x in arg_items}
+            args = {k: values[x] for k, x in arg_items} if arg_items else {}
             idx = None
             if branched:
                 idx = plan.samples(node, inputs)
@@ -220,7 +227,6 @@ class GpuStage:
                     continue
                 inputs, args, params = plan.gather(node, inputs, args, params, idx, holders)
             start = perf_counter() if profiled else 0.0
-            serial = self._serial.get(id(node))
             try:
                 if serial is None:
                     outs = op.run_batch(inputs, args, params, stream)
@@ -233,12 +239,12 @@ class GpuStage:
                 raise _sample_error(e, node, i, ws) from None
             if profiled:
                 timed.append((node.name, start, perf_counter(), n, info))
-            dropped = {}
+            dropped = None
             if isinstance(outs, Skipped):  # on_error="skip": samples to replace
                 outs, dropped = outs.outputs, outs.samples
-            if len(outputs) == 1:
+            if single is not None:
                 val = outs[0] if isinstance(outs, tuple) else outs
-                values[outputs[0]] = (
+                values[single] = (
                     val if type(val) is sample_list or isinstance(val, Absent) else coerce(val)
                 )
             elif not isinstance(outs, tuple) or len(outs) != len(outputs):
@@ -262,7 +268,7 @@ class GpuStage:
         a lane ran them), then the outputs."""
         cupy = self._cupy
         lane = ws.gpu
-        with cupy.cuda.Device(self.device_id), self.stream:
+        with cupy.cuda.Device(self.device_id), self._current(self.stream, self._arena):
             if lane is None:
                 self._run_ops(self.ops, ws, self.stream)
             else:

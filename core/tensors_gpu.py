@@ -45,7 +45,10 @@ class SampleList:
 
     # slots: the GPU stage makes ~50 a batch (no instance dict each: cheaper to make and to
     # read, and fewer objects for the garbage collector); ``_c_order`` and ``_row`` are the
-    # marks of ``kernels._batch.c_contiguous`` and ``uniform_row``, set once found
+    # marks of ``kernels._batch.c_contiguous`` and ``uniform_row``, set once found; ``_host``
+    # a read-only numpy copy of a dense batch's values that the host made and uploaded (the
+    # shapes: ``operators.shapes``), for operators that can then work on the host
+    # (``kernels.layout.slice_known``)
     __slots__ = (
         "dtype",
         "ptrs",
@@ -57,6 +60,7 @@ class SampleList:
         "_arrays",
         "_c_order",
         "_row",
+        "_host",
         "__weakref__",
     )
 

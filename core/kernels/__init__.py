@@ -9,8 +9,10 @@ factories are ``_get_<op>_kernel(...)``, memoised per device and type combinatio
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import threading
 
 import numpy as np
 
@@ -81,17 +83,38 @@ def upload(host: np.ndarray, stream):
     object and device switches. Measured on the H100 (CuPy 14.2, one thread): allocation and
     copy of 0.5 / 25 / 100 KB took 12.0 / 13.5 / 19.5 us against 13.8 / 15.7 / 22.0 us with
     ``set`` (``cupy.asarray``: 28-33 us); the augmentations' GPU stage uploads ~22
-    descriptors a batch."""
+    descriptors a batch.
+
+    In the GPU stage (``current`` with an :class:`Arena`, ``stream`` its stream) the device
+    array is cut from the batch's one arena buffer instead of a pool allocation each."""
     import cupy
 
     host = np.ascontiguousarray(host)
-    dev = cupy.empty(host.shape, host.dtype)
+    arena = getattr(_SCOPE, "arena", None)
+    dev = None
+    if arena is not None and stream is arena.stream:  # (the GPU stage's batch: ``current``)
+        dev = arena.take(host.shape, host.dtype, host.nbytes)
+    if dev is None:
+        dev = cupy.empty(host.shape, host.dtype)
     if host.nbytes:
         runtime = cupy.cuda.runtime
         on = stream if stream is not None else cupy.cuda.get_current_stream()
-        runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
+        runtime.memcpyAsync(dev.data.ptr, host_address(host), host.nbytes,
                             runtime.memcpyHostToDevice, on.ptr)  # fmt: skip
     return dev
+
+
+_ADDRESS_OF, _BYTE_AT = ctypes.addressof, ctypes.c_byte.from_buffer
+
+
+def host_address(host: np.ndarray) -> int:
+    """The address of a contiguous host array's first byte: through ctypes' buffer protocol
+    for a writable array of at least one byte (0.35 us here, against 1.5 us for
+    ``ndarray.ctypes.data``, which builds a helper object; ~10 uploads a speech batch), else
+    ``ctypes.data``."""
+    if host.flags.writeable and host.nbytes:
+        return _ADDRESS_OF(_BYTE_AT(host))
+    return host.ctypes.data
 
 
 def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tuple]:
@@ -101,15 +124,104 @@ def grid_for(max_h: int, max_w: int, n: int, block=(32, 8)) -> tuple[tuple, tupl
     return ((max_w + bx - 1) // bx, (max_h + by - 1) // by, n), (bx, by, 1)
 
 
+# Per thread: ``.stream``, the stream last made CuPy's current through ``stream_scoped`` or
+# ``current`` (unset: none; a launcher called with it runs as it is), and ``.arena``, the
+# ``Arena`` of the GPU stage's batch being run on this thread (unset or None: none).
+_SCOPE = threading.local()
+
+
 def stream_scoped(fn):
     """Run a launcher with its ``stream`` argument as CuPy's current stream, so the outputs and
-    descriptors it allocates belong to that stream in CuPy's pool (stream-ordered reuse)."""
+    descriptors it allocates belong to that stream in CuPy's pool (stream-ordered reuse).
+
+    Where that stream is already current (the GPU stage runs its operators under
+    :func:`current`; a launcher calls another), the launcher runs as it is: the GPU stage's
+    ~10 launchers a speech batch skip a ``with stream:`` each (a few us of CuPy's
+    bookkeeping). Code between that enters another stream must not call a launcher with the
+    outer one (none does: the GPU operators enter only the stream they are given)."""
 
     @functools.wraps(fn)
     def wrapper(*args, stream=None, **kwargs):
-        if stream is None:
+        scope = _SCOPE
+        outer = getattr(scope, "stream", None)
+        if stream is None or stream is outer:
             return fn(*args, stream=stream, **kwargs)
-        with stream:
-            return fn(*args, stream=stream, **kwargs)
+        scope.stream = stream
+        try:
+            with stream:
+                return fn(*args, stream=stream, **kwargs)
+        finally:
+            scope.stream = outer
 
     return wrapper
+
+
+_ARENA_ALIGN = 256  # bytes: every upload cut from an arena starts at such an offset
+
+
+class Arena:
+    """One device buffer per GPU-stage batch that the batch's uploads on ``stream`` (the
+    descriptor tables, ~10 a speech batch) are cut from, instead of a CuPy pool allocation
+    (and free) each: sized by the largest batch before (the first batch's uploads, and any that
+    do not fit, are allocated as before). A cut is a view of the buffer, which stays allocated
+    while any cut is referenced; at the batch's end the stage drops it, and CuPy's pool reuses
+    it in the stream's order, after the batch's kernels, as it did each upload's array. (The
+    size only grows: a batch that once uploaded much keeps later buffers that large.)"""
+
+    __slots__ = ("stream", "want", "buf", "used", "needed")
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.want = 0  # bytes: the most a batch cut
+        self.buf = None
+        self.used = self.needed = 0
+
+    def start(self) -> None:
+        self.buf, self.used, self.needed = None, 0, 0
+
+    def end(self) -> None:
+        self.want = max(self.want, self.needed)
+        self.buf = None
+
+    def take(self, shape: tuple, dtype, nbytes: int):
+        """A device array of ``shape`` / ``dtype`` (``nbytes``) cut from the buffer, or None
+        when it does not fit (the buffer is made at the first cut of a batch)."""
+        import cupy
+
+        size = -(-max(nbytes, 1) // _ARENA_ALIGN) * _ARENA_ALIGN
+        self.needed += size
+        buf = self.buf
+        if buf is None:
+            buf = self.buf = cupy.empty(max(self.want, size), np.uint8)
+        if self.used + size > buf.nbytes:
+            return None
+        out = cupy.ndarray(shape, dtype, buf.data + self.used)
+        self.used += size
+        return out
+
+
+class current:  # noqa: N801 (used as a function: ``with kernels.current(stream):``)
+    """``with current(stream, arena):`` makes ``stream`` CuPy's current stream, and known so
+    to :func:`stream_scoped` launchers (the GPU stage's operators, on its stream); with an
+    :class:`Arena` (of that stream), :func:`upload` cuts the uploads from it meanwhile."""
+
+    __slots__ = ("stream", "arena", "outer")
+
+    def __init__(self, stream, arena: Arena | None = None):
+        self.stream = stream
+        self.arena = arena
+
+    def __enter__(self):
+        self.outer = (getattr(_SCOPE, "stream", None), getattr(_SCOPE, "arena", None))
+        self.stream.__enter__()
+        _SCOPE.stream = self.stream
+        if self.arena is not None:
+            self.arena.start()
+        _SCOPE.arena = self.arena
+        return self.stream
+
+    def __exit__(self, *exc):
+        _SCOPE.stream, _SCOPE.arena = self.outer
+        if self.arena is not None:
+            self.arena.end()
+        return self.stream.__exit__(*exc)

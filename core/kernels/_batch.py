@@ -134,16 +134,17 @@ def alloc_batch(shapes: np.ndarray, dtype, device_id: int):
         if not n:
             return SampleList.from_arrays([], device_id)
         return SampleList.from_dense(device_empty((n, *shapes[0].tolist()), dtype))
-    _, total, _ = ragged_layout(shapes, dtype.itemsize)
-    return packed_batch(device_empty((total,), np.uint8), shapes, dtype, device_id)
+    layout = ragged_layout(shapes, dtype.itemsize)
+    return packed_batch(device_empty((layout[1],), np.uint8), shapes, dtype, device_id, layout)
 
 
-def packed_batch(flat, shapes: np.ndarray, dtype, device_id: int):
+def packed_batch(flat, shapes: np.ndarray, dtype, device_id: int, layout: tuple | None = None):
     """The SampleList of samples of ``shapes`` (N, ndim) int64 laid out in the device buffer
     ``flat`` (uint8, at least ``ragged_layout``'s total bytes) as :func:`ragged_layout` places
-    them: what :func:`alloc_batch` allocates, and what ``_copy_to_gpu`` uploads into."""
+    them: what :func:`alloc_batch` allocates, and what ``_copy_to_gpu`` uploads into.
+    ``layout``: ``ragged_layout``'s result for these shapes, when the caller has it."""
     dtype = np.dtype(dtype)
-    offsets, _, strides = ragged_layout(shapes, dtype.itemsize)
+    offsets, _, strides = layout or ragged_layout(shapes, dtype.itemsize)
     ptrs = offsets + np.uint64(flat.data.ptr)
     out = sample_list().of_arrays(dtype, ptrs, shapes, strides.copy(), flat, device_id)
     out._c_order = True  # C strides by construction: ``audio.contiguous`` skips its check
@@ -166,16 +167,26 @@ def ragged_layout(shapes: np.ndarray, itemsize: int) -> tuple[np.ndarray, int, n
     hit = _LAYOUTS.get(key)
     if hit is not None:
         return hit
-    n = shapes.shape[0]
-    sizes = shapes.prod(axis=1) * itemsize
-    padded = (sizes + _ALIGN - 1) // _ALIGN * _ALIGN
-    offsets = np.zeros(n, np.int64)
-    offsets[1:] = np.cumsum(padded)[:-1]
+    n, ndim = shapes.shape
+    # (1-D and 2-D samples, the speech batches', without the general reductions: a new set
+    # of utterance lengths misses this memo every batch, ~20 calls a NeMo batch)
+    if ndim == 1:
+        sizes = shapes[:, 0] * itemsize
+    elif ndim == 2:
+        sizes = shapes[:, 0] * shapes[:, 1] * itemsize
+    else:
+        sizes = shapes.prod(axis=1) * itemsize
+    padded = (sizes + (_ALIGN - 1)) & -_ALIGN
+    offsets = np.empty(n, np.int64)
+    offsets[0] = 0
+    np.cumsum(padded[:-1], out=offsets[1:])
     total = int(offsets[-1] + padded[-1]) or 1
     strides = np.ones_like(shapes)
-    if shapes.shape[1] > 1:
+    if ndim == 2:
+        strides[:, 0] = shapes[:, 1]
+    elif ndim > 2:
         strides[:, :-1] = np.cumprod(shapes[:, :0:-1], axis=1)[:, ::-1]
-    offsets = offsets.astype(np.uint64)
+    offsets = offsets.view(np.uint64)  # (offsets are not negative)
     offsets.flags.writeable = False
     strides.flags.writeable = False
     hit = (offsets, total, strides)

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import ctype, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples, device_empty, round_up_eighth
+from ._batch import alloc_batch, as_samples, device_empty, round_up_eighth, sample_list
 
 PREEMPH_DESC = np.dtype([("in_ptr", "<i8"), ("out_ptr", "<i8"), ("n", "<i8"), ("coeff", "<f8")])
 FRAMES_DESC = np.dtype([(f, "<i8") for f in ("in_ptr", "length", "first_frame", "nwin")])
@@ -45,10 +45,6 @@ def contiguous(inputs):
     changed in place), as are ``alloc_batch``'s ragged outputs: the speech operators check
     their input and their launchers check it again, 7 checks of ragged batches per Jasper
     batch on the GPU stage's thread, each ~15 us, where one (the dithered audio) is left."""
-    import cupy
-
-    from ..tensors_gpu import SampleList
-
     s = as_samples(inputs)
     if len(s) == 0 or getattr(s, "_c_order", False):
         return s
@@ -58,7 +54,9 @@ def contiguous(inputs):
     if (s.strides == want).all():
         s._c_order = True
         return s
-    return SampleList.from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
+    import cupy
+
+    return sample_list().from_arrays([cupy.ascontiguousarray(a) for a in s], s.device_id)
 
 
 @functools.cache

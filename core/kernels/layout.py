@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import CTYPES, get_function, stream_scoped, upload
-from ._batch import alloc_batch, as_samples
+from ._batch import alloc_batch, as_samples, sample_list, uniform_rows
 
 MAX_DIMS = 8
 _BLOCK = 256
@@ -264,6 +264,36 @@ def slice_batch(inputs, anchors, shapes, out_dtype=None, fill=0.0, channel_dim=-
         return out
     descs, ch = job_descriptors(s.ptrs, out.ptrs, channel_dim, **window_fields(s, out, anchors))
     run_jobs(descs, s.dtype, out_dtype, s.device_id, stream, fill, ch)
+    return out
+
+
+@stream_scoped
+def slice_known(host: np.ndarray, anchors, shapes, stream=None):
+    """:func:`slice_batch` of a dense batch whose values the host holds (``host``, (N, ...),
+    ``SampleList._host``: ``fn.shapes``' output) when every sample's window is the same and
+    inside the sample: the windows cut on the host and uploaded (one allocation and copy)
+    instead of an output allocation, a descriptor upload and a copy kernel; None for any
+    other windows (the caller launches the kernel). The values are the same: an in-bounds
+    window of the input's type is a copy.
+
+    Args:
+        host: the batch's values, (N, *sample shape), read only.
+        anchors, shapes: (N, sample ndim) int64 windows, as ``slice_batch`` takes them.
+        stream: the CUDA stream.
+    """
+    n, extents = len(host), host.shape[1:]
+    if not n or anchors.shape != (n, len(extents)) or shapes.shape != anchors.shape:
+        return None
+    if not (uniform_rows(anchors) and uniform_rows(shapes)):
+        return None
+    a, w = anchors[0].tolist(), shapes[0].tolist()
+    if any(x < 0 or k < 0 or x + k > e for x, k, e in zip(a, w, extents, strict=True)):
+        return None
+    window = (slice(None),) + tuple(slice(x, x + k) for x, k in zip(a, w, strict=True))
+    values = np.ascontiguousarray(host[window])
+    out = sample_list().from_dense(upload(values, stream))
+    values.flags.writeable = False
+    out._host = values
     return out
 
 

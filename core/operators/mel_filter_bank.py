@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels.audio import axis_matmul_batch, contiguous
 from ._audio_args import float_arg, int_arg
 
 __all__ = ["MelFilterBank", "SparseFilters", "mel_weights"]
@@ -277,8 +278,6 @@ class MelFilterBank(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: one launch; each output sums only its filter's nonzero bins."""
-        from ..kernels.audio import axis_matmul_batch, contiguous
-
         s = contiguous(inputs[0])
         if not len(s):
             return s

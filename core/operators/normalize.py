@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..graph import Operator, register
 from ..types import DALIDataType
+from ._normalize_gpu import normalize_gpu
 from .cast import convert_sat, parse_dtype
 
 __all__ = ["Normalize"]
@@ -262,6 +263,4 @@ class Normalize(Operator):
     def run_batch(self, inputs, args, params, stream):
         """GPU: the statistics reduced in one launch each, the output in one more (see
         ``_normalize_gpu.py``); per-sample and ``batch=True`` alike."""
-        from ._normalize_gpu import normalize_gpu
-
         return normalize_gpu(self, inputs[0], args, stream)

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.layout import slice_batch
 from ._tensor_args import axes_from_names, int_list, layout_arg
 from .slice import fill_as, pad_window
 
@@ -233,9 +235,6 @@ class Pad(Operator):
         return out
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import as_samples
-        from ..kernels.layout import slice_batch
-
         s = as_samples(inputs[0])
         out_shapes, _ = self.out_shapes(s.shapes, args)
         fill = self._fills.get(s.dtype)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels.audio import preemphasis_batch
 from ..types import DALIDataType
 from ._audio_args import float_arg, per_sample_float, per_sample_floats
 from .cast import convert_sat, parse_dtype
@@ -77,8 +78,6 @@ class PreemphasisFilter(Operator):
         return preemphasis(inputs[0], coeff, self.border, self.dtype)
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels.audio import preemphasis_batch
-
         n = len(inputs[0])
         coeffs = per_sample_floats(args, "preemph_coeff", self.coeff, n, self.schema)
         return preemphasis_batch(inputs[0], coeffs, self.border, self.dtype, stream=stream)

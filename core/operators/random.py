@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import SMALL_ELEMENTS, Operator, register
+from ..kernels._batch import alloc_batch
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -310,8 +311,6 @@ class Normal(_RandomBase):
         too and never read)."""
         import cupy
 
-        from ..kernels._batch import alloc_batch
-
         out = alloc_batch(like.shapes, self.dtype, like.device_id)
         if len(out) == 0:
             return out
@@ -323,13 +322,27 @@ class Normal(_RandomBase):
             if self.stddev == 0:
                 flat.fill(self.mean)
                 return out
+            curand = cupy.cuda.curand
             gen = getattr(self, "_curand", None)
             if gen is None:  # Philox: counter-based, so seeding anew each batch costs nothing
-                philox = cupy.cuda.curand.CURAND_RNG_PSEUDO_PHILOX4_32_10
+                philox = curand.CURAND_RNG_PSEUDO_PHILOX4_32_10
                 gen = self._curand = cupy.random.RandomState(int(params[0][1]), method=philox)
             else:
                 gen.seed(int(params[0][1]))
-            flat[...] = gen.normal(self.mean, self.stddev, flat.size, dtype=self.dtype)
+            handle = getattr(gen, "_generator", None)
+            if handle is not None and flat.size % 2 == 0:
+                # the call ``gen.normal`` makes for an even count (cuRAND's normal generators
+                # take even counts only), into the output: the same numbers without its
+                # temporary array and the copy kernel of ``flat[...] = ...`` (a ragged
+                # batch's buffer is 256-byte aligned samples: always an even count)
+                draw = (
+                    curand.generateNormal
+                    if self.dtype == np.float32
+                    else curand.generateNormalDouble
+                )
+                draw(handle, flat.data.ptr, flat.size, self.mean, self.stddev)
+            else:
+                flat[...] = gen.normal(self.mean, self.stddev, flat.size, dtype=self.dtype)
         return out
 
     def run_sample(self, inputs, args, param):

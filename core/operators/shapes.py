@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Operator, register
+from ..kernels._batch import sample_list
 from ..types import DALIDataType
 from .cast import convert_sat, parse_dtype
 
@@ -35,11 +36,19 @@ class Shapes(Operator):
         return convert_sat(np.asarray(np.shape(inputs[0]), np.int64), self.dtype)
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: the shapes are known on the host; one upload of an (N, ndim) array."""
+        """GPU: the shapes are known on the host; one upload of an (N, ndim) array. The batch
+        keeps its host copy (``SampleList._host``): a slice of it (NeMo's lengths,
+        ``fn.slice(fn.shapes(x), 1, 1)``) is cut on the host and uploaded, with no copy
+        kernel (``kernels.layout.slice_known``)."""
         import cupy
 
         shapes = np.asarray(inputs[0].shapes, np.int64)
-        host = convert_sat(shapes.reshape(len(shapes), -1), self.dtype)
+        host = np.ascontiguousarray(convert_sat(shapes.reshape(len(shapes), -1), self.dtype))
         out = cupy.empty(host.shape, host.dtype)
-        out.set(np.ascontiguousarray(host), stream=stream)
-        return out
+        out.set(host, stream=stream)
+        if not len(host):
+            return out
+        batch = sample_list().from_dense(out)
+        host.flags.writeable = False
+        batch._host = host
+        return batch

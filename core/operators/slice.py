@@ -34,6 +34,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels._batch import as_samples
+from ..kernels.layout import slice_batch, slice_known
 from ._slice_windows import batch_windows, named_bounds, positional_bounds
 from ._tensor_args import (
     DEFAULT_LAYOUTS,
@@ -409,12 +411,14 @@ class Slice(Operator):
         return np.ascontiguousarray(x[(slice(None),) * axis + (slice(a, a + n),)])
 
     def run_batch(self, inputs, args, params, stream):
-        from ..kernels._batch import as_samples
-        from ..kernels.layout import slice_batch
-
         s = as_samples(inputs[0])
         anchors, shapes, ch = self._gpu_windows(s.shapes, tuple(inputs[1:]), args)
         dtype = self.out_dtype(s.dtype)
+        host = getattr(s, "_host", None)  # values the host made (fn.shapes): cut there
+        if host is not None and dtype == host.dtype:
+            out = slice_known(host, anchors, shapes, stream=stream)
+            if out is not None:
+                return out
         fill = self._fills.get(dtype)
         if fill is None:  # the fill values as the type: once per type, not every batch
             fill = self._fills[dtype] = fill_as(self.fill_values, dtype)

@@ -23,6 +23,7 @@ import numpy as np
 from .._audio.fft import rfft_rows
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels.audio import contiguous, spectrogram_batch
 from ._audio_args import int_arg
 
 __all__ = ["Spectrogram", "hann_window", "num_windows", "reflect_101", "signal_1d"]
@@ -213,8 +214,6 @@ class Spectrogram(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: frames of the whole batch, one batched cuFFT, one launch writing the spectra."""
-        from ..kernels.audio import contiguous, spectrogram_batch
-
         s = contiguous(inputs[0])
         if len(s) and s.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import Operator, register
+from ..kernels.audio import contiguous, to_decibels_batch
 from ._audio_args import float_arg
 
 __all__ = ["ToDecibels", "decibel_params"]
@@ -89,8 +90,6 @@ class ToDecibels(Operator):
 
     def run_batch(self, inputs, args, params, stream):
         """GPU: per-sample maxima (when no reference) and the map, one launch each."""
-        from ..kernels.audio import contiguous, to_decibels_batch
-
         s = contiguous(inputs[0])
         if len(s) and s.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")

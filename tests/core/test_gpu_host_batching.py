@@ -297,3 +297,283 @@ def test_spectrogram_runs_large_batches_in_chunks_of_one_plan(fake_cupy, monkeyp
     assert made == [(512, chunk), (512, kaudio.fft_rows(2 + 2_000 // 160 + 3_000 // 160, 512))]
     assert runs[: sum(big) // chunk] == [((chunk, 512), (chunk, 257))] * (sum(big) // chunk)
     assert len(runs) == sum(big) // chunk + 1
+
+
+def test_normalize_statistics_share_one_allocation_without_overlap(fake_cupy, monkeypatch):
+    import dlpipe.kernels.normalize as knorm
+    from dlpipe.kernels.normalize import NORM_DESC
+    from dlpipe.kernels.reduce import REDUCE_DESC
+    from dlpipe.operators._normalize_gpu import normalize_gpu
+    from dlpipe.operators.normalize import Normalize
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, knorm)
+    made = []
+    empty = cupy.empty
+
+    def recording_empty(shape, dtype=np.float32, order="C"):
+        a = empty(shape, dtype, order)
+        made.append(a)
+        return a
+
+    monkeypatch.setattr(cupy, "empty", recording_empty)
+    shapes = [(64, 90 + 7 * i) for i in range(5)]  # the speech features: (mel, time), ragged
+    batch = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    op = Normalize(axes=[1], ddof=1)
+    op.output_layouts([""])
+    out = normalize_gpu(op, batch, {}, cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    (host,) = sent  # the two reductions' and the apply's descriptors in one copy
+    n = len(shapes)
+    d_mean = host[: n * REDUCE_DESC.itemsize].view(REDUCE_DESC)
+    d_var = host[n * REDUCE_DESC.itemsize : 2 * n * REDUCE_DESC.itemsize].view(REDUCE_DESC)
+    d = host[2 * n * REDUCE_DESC.itemsize :].view(NORM_DESC)
+    stats, output = made[0], made[1]  # the statistics' buffer, then the output's
+    assert len(made) == 3  # and the descriptors' upload
+    means = d_mean["out_ptr"].astype(np.int64)
+    sums = d_var["out_ptr"].astype(np.int64)
+    assert (d_var["mean_ptr"] == means).all() and (d["mean_ptr"] == means).all()
+    assert (d["dev_ptr"] == sums).all() and (d["out_ptr"] == out.ptrs.view(np.int64)).all()
+    regions = sorted(
+        [(int(p), int(p) + 64 * 4) for p in means] + [(int(p), int(p) + 64 * 8) for p in sums]
+    )
+    lo, hi = stats.data.ptr, stats.data.ptr + stats.nbytes
+    assert all(lo <= a and b <= hi and a % 256 == 0 for a, b in regions)
+    assert all(b <= a2 for (_, b), (a2, _) in zip(regions, regions[1:], strict=False))
+    assert not lo <= output.data.ptr < hi
+    assert d_mean["norm"].tolist() == [1.0 / sh[1] for sh in shapes]
+    assert d_var["norm"].tolist() == [1.0] * n
+
+
+@pytest.mark.parametrize(
+    "window, on_host",
+    [
+        ((1, 1, {}), True),  # NeMo's lengths: the time extent of every (mel, time) sample
+        ((0, 2, {}), True),
+        ((1, 2, {"out_of_bounds_policy": "pad"}), False),  # past the end: the kernel pads
+        ((0, 1, {"dtype": "FLOAT"}), False),  # a conversion: the kernel's
+    ],
+)
+def test_slice_of_shapes_is_cut_on_the_host(fake_cupy, monkeypatch, window, on_host):
+    """``fn.slice(fn.shapes(x), ...)`` on the GPU: the shapes' host copy is cut and uploaded,
+    without a copy kernel, when every window is inside the samples and of their type; other
+    windows launch the kernel as before."""
+    import dlpipe.kernels as kernels
+    import dlpipe.kernels.layout as klayout
+    from dlpipe import fn, pipeline_def, types
+
+    cupy = fake_cupy
+    sent = _capture_uploads(monkeypatch, kernels)
+    monkeypatch.setattr(klayout, "upload", kernels.upload)
+    shapes = [(64, 90 + 7 * i) for i in range(5)]
+    clips = [cupy.ndarray(sh, np.float32) for sh in shapes]
+    anchor, extent, kw = window
+    if "dtype" in kw:
+        kw = {**kw, "dtype": getattr(types, kw["dtype"])}
+
+    @pipeline_def(batch_size=5, num_threads=1, device_id=0, exec_async=False,
+                  exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    def pipe_def():
+        x = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        return fn.slice(fn.shapes(x), anchor, extent, axes=(0,), **kw)
+
+    pipe = pipe_def()
+    pipe.build()
+    cupy.COUNTS.clear()
+    sent.clear()
+    (out,) = pipe.run()
+    samples = out._samples
+    copies = sum(v for k, v in cupy.COUNTS.items() if k.startswith("launch:nd_copy"))
+    if on_host:
+        assert cupy.COUNTS["launch"] == 1 and not copies  # the external source's copy only
+        want = np.array(shapes, np.int64)[:, anchor : anchor + extent]
+        assert samples.shape_list() == [want.shape[1:]] * 5
+        np.testing.assert_array_equal(sent[-1], want)  # what went up
+        np.testing.assert_array_equal(samples._host, want)
+        assert samples.dense is not None and samples.dense.data.ptr == int(samples.ptrs[0])
+    else:
+        assert cupy.COUNTS["launch"] == 2 and copies == 1  # and the copy kernel
+        assert getattr(samples, "_host", None) is None
+
+
+def test_launchers_enter_a_stream_unless_it_is_current(fake_cupy):
+    """``stream_scoped`` launchers skip ``with stream:`` for the stream ``kernels.current``
+    (the GPU stage) or an outer launcher made current, and enter any other one, the current
+    stream being the given one inside the launcher either way."""
+    from dlpipe import kernels
+
+    cupy = fake_cupy
+    entered = []
+
+    class Counted(cupy.cuda.Stream):
+        def __enter__(self):
+            entered.append(self)
+            return super().__enter__()
+
+    a, b = Counted(), Counted()
+    seen = []
+
+    @kernels.stream_scoped
+    def inner(stream=None):
+        seen.append(cupy.cuda.get_current_stream())
+
+    @kernels.stream_scoped
+    def outer(stream=None, then=None):
+        seen.append(cupy.cuda.get_current_stream())
+        inner(stream=then or stream)
+
+    outer(stream=a)  # enters a once: inner finds it current
+    assert entered == [a] and seen == [a, a]
+    entered.clear(), seen.clear()
+    with kernels.current(a):
+        outer(stream=a)  # a is current: nothing entered
+        assert entered == [a] and seen == [a, a]
+        outer(stream=a, then=b)  # b is not: inner enters it, and a is current again after
+        assert entered == [a, b] and seen == [a, a, a, b]
+        inner(stream=a)
+        assert entered == [a, b] and seen[-1] is a
+    inner(stream=a)  # outside: entered again
+    assert entered == [a, b, a] and cupy.cuda.get_current_stream() is cupy.cuda.Stream.null
+
+
+@pytest.mark.parametrize("shapes", [[(5,), (8,), (3,)], [(3,), (3,), (3,)], [(2, 3)] * 2])
+def test_gpu_normal_draws_into_its_output(fake_cupy, monkeypatch, shapes):
+    """``random.normal`` of a GPU batch: an even count (a ragged batch's aligned buffer, an
+    even dense batch) is drawn by cuRAND straight into the output buffer, all of it, with the
+    operator's mean and deviation; an odd count goes through ``RandomState.normal`` and a
+    copy, as before."""
+    from dlpipe.operators.random import Normal
+    from dlpipe.tensors_gpu import SampleList
+
+    cupy = fake_cupy
+    calls = []
+    monkeypatch.setattr(cupy.cuda.curand, "generateNormal", lambda *a: calls.append(a))
+    op = Normal(mean=0.5, stddev=2.0)
+    like = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
+    out = op._draw_on_gpu(like, [(0, 7)], cupy.cuda.Stream())
+    assert [tuple(v) for v in out.shapes] == shapes
+    buf = out.dense if out.dense is not None else out.owners
+    count = buf.reshape(-1).view(np.float32).size  # (the stand-in's view keeps the shape)
+    if count % 2:
+        assert not calls and cupy.COUNTS["setitem"] == 1
+    else:
+        assert calls == [(1, buf.data.ptr, count, 0.5, 2.0)] and not cupy.COUNTS["setitem"]
+        assert int(out.ptrs[0]) == buf.data.ptr
+
+
+def test_uploads_of_a_stage_batch_are_cut_from_one_arena(fake_cupy, monkeypatch):
+    """Within ``kernels.current(stream, arena)`` the uploads on that stream are cut from one
+    buffer (256-byte aligned, disjoint, each copied to its cut), sized after the first batch
+    by what the batch cut; uploads on another stream, or outside, allocate as before."""
+    from dlpipe import kernels
+
+    cupy = fake_cupy
+    made, copies = [], []
+    empty = cupy.empty
+
+    def recording_empty(shape, dtype=np.float32, order="C"):
+        a = empty(shape, dtype, order)
+        made.append(a)
+        return a
+
+    monkeypatch.setattr(cupy, "empty", recording_empty)
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a))
+    stream, other = cupy.cuda.Stream(), cupy.cuda.Stream()
+    arena = kernels.Arena(stream)
+    tables = [np.arange(n, dtype=np.int64) for n in (40, 3, 100, 1)] + [np.zeros(0, np.int64)]
+
+    def batch():
+        made.clear(), copies.clear()
+        with kernels.current(stream, arena):
+            outs = [kernels.upload(t, stream) for t in tables]
+            elsewhere = kernels.upload(tables[0], other)
+        return outs, elsewhere
+
+    outs, elsewhere = batch()  # the first batch: the arena holds the first upload only
+    assert len(made) == len(tables) + 1 and made[0].nbytes == 512
+    assert arena.want == 256 * (2 + 1 + 4 + 1 + 1) and arena.buf is None
+    for _ in range(2):
+        outs, elsewhere = batch()
+        (buf, own) = made  # the arena, and the other stream's upload
+        assert buf.nbytes == arena.want and elsewhere is own
+        starts = [o.data.ptr - buf.data.ptr for o in outs]
+        assert starts == [0, 512, 768, 1792, 2048]
+        assert [(o.shape, o.dtype) for o in outs] == [(t.shape, t.dtype) for t in tables]
+        sent = [(dst, size) for dst, _, size, _, _ in copies]
+        want = [(o.data.ptr, t.nbytes) for o, t in zip(outs, tables, strict=True) if t.nbytes]
+        assert sent == [*want, (own.data.ptr, 320)]
+    made.clear()
+    kernels.upload(tables[0], stream)  # outside the batch
+    assert len(made) == 1 and made[0].shape == (40,)
+
+
+def test_gpu_stage_uploads_go_to_one_allocation_a_batch(fake_cupy, monkeypatch):
+    """The GPU stage of a speech graph: from the second batch on, every descriptor upload
+    lands in one allocation (the stage's arena)."""
+    from dlpipe import fn, pipeline_def
+
+    cupy = fake_cupy
+    dests = []
+    real = cupy.cuda.runtime.memcpyAsync
+
+    def memcpy(dst, src, size, kind, stream):
+        dests.append((dst, size))
+        return real(dst, src, size, kind, stream)
+
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", memcpy)
+    clips = [cupy.ndarray((16000 + 997 * i,), np.float32) for i in range(6)]
+
+    @pipeline_def(batch_size=6, num_threads=1, device_id=0, exec_async=False,
+                  exec_pipelined=False, prefetch_queue_depth=1)  # fmt: skip
+    def pipe_def():
+        audio = fn.external_source(source=lambda: clips, device="gpu", batch=True)
+        audio = fn.preemphasis_filter(audio, preemph_coeff=0.97)
+        spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+        return fn.to_decibels(fn.mel_filter_bank(spec, nfilter=64), cutoff_db=-80.0)
+
+    pipe = pipe_def()
+    pipe.build()
+    pipe.run()
+    for _ in range(2):
+        dests.clear()
+        cupy.COUNTS.clear()
+        pipe.run()
+        assert len(dests) == 5  # the copy's, preemphasis', spectrogram's, mel's, decibels'
+        lo = min(d for d, _ in dests)
+        hi = max(d + size for d, size in dests)
+        assert hi - lo < 1 << 20  # (the stand-in spaces allocations 1 MiB apart)
+        # the outputs (copy, preemphasis, spectrogram, mel, decibels), the spectrogram's
+        # frames and their FFT, the decibels' per-sample maxima and the arena
+        assert cupy.COUNTS["empty"] == 9
+
+
+def test_ragged_layout_of_any_rank_is_aligned_offsets_and_c_strides():
+    """``ragged_layout``'s 1-D and 2-D shortcuts and its general path: each sample at the
+    running total of the ones before, each rounded up to 256 bytes; C strides."""
+    from dlpipe.kernels._batch import c_strides, ragged_layout
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        ndim, n = int(rng.integers(1, 5)), int(rng.integers(1, 9))
+        shapes = rng.integers(0, 40, (n, ndim)).astype(np.int64)
+        for itemsize in (1, 2, 4, 8):
+            offsets, total, strides = ragged_layout(shapes, itemsize)
+            padded = [-(-int(np.prod(sh)) * itemsize // 256) * 256 for sh in shapes]
+            assert offsets.dtype == np.uint64 and not offsets.flags.writeable
+            assert offsets.tolist() == np.cumsum([0, *padded[:-1]]).tolist()
+            assert total == (sum(padded) or 1)
+            assert strides.tolist() == c_strides(shapes).tolist()
+
+
+def test_host_address_is_the_first_byte():
+    """``kernels.host_address``: what ``ndarray.ctypes.data`` gives, writable or not, of
+    contiguous arrays of any type, views into a larger array included."""
+    from dlpipe.kernels import host_address
+
+    base = np.arange(64, dtype=np.int64)
+    for a in (base, base[5:9], base.view(np.uint8)[3:20], np.zeros(3, np.dtype([("p", "<i8")]))):
+        assert host_address(a) == a.ctypes.data
+        b = a.copy()
+        b.flags.writeable = False
+        assert host_address(b) == b.ctypes.data

@@ -113,3 +113,19 @@ def test_reduce_descriptors_of_the_same_ragged_batch_twice():
         for name, p in zip(("in_ptr", "out_ptr", "mean_ptr"), ptrs, strict=True):
             want[name] = p.view(np.int64)
         assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("keep", [[[64, 1]] * 4, [[64, 1], [64, 1], [1, 1], [64, 1]]])
+def test_descriptor_strides_of_one_or_several_statistic_shapes(keep):
+    """The statistics' strides in the descriptors (one memoised row for a batch of one
+    statistic shape, repeated by the assignment) are each row's ``broadcast_strides``."""
+    keep = np.array(keep, np.int64)
+    shapes = np.array([[64, 90 + i] for i in range(4)], np.int64)
+    strides = np.array([[s[1], 1] for s in shapes], np.int64)
+    ptrs = np.arange(4, dtype=np.uint64)
+    d = normalize_descriptors(
+        ptrs, ptrs, shapes, strides, ptrs, keep, ptrs, keep, True, shapes[:, 1]
+    )
+    want = [broadcast_strides(k[None])[0].tolist() for k in keep]
+    assert d["mean_strides"][:, :2].tolist() == want == d["dev_strides"][:, :2].tolist()
+    assert (d["mean_strides"][:, 2:] == 0).all() and (d["dev_strides"][:, 2:] == 0).all()

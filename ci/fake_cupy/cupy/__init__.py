@@ -27,6 +27,9 @@ class _Pointer:
         self.ptr = ptr
         self.mem = mem
 
+    def __add__(self, offset: int) -> _Pointer:  # (CuPy's MemoryPointer + bytes)
+        return _Pointer(self.ptr + int(offset), self.mem)
+
 
 class _Device:
     def __init__(self, i: int | None = 0):
@@ -215,7 +218,7 @@ class _RandomState:
     """``cupy.random.RandomState``: draws count as one kernel."""
 
     def __init__(self, seed=None, method=None):
-        pass
+        self._generator = 1  # (a cuRAND generator handle: ``cuda.curand.generate*``)
 
     def seed(self, seed=None) -> None:
         pass

@@ -100,3 +100,12 @@ class cufft:  # noqa: N801 (a module in CuPy)
 
 class curand:  # noqa: N801 (a module in CuPy)
     CURAND_RNG_PSEUDO_PHILOX4_32_10 = 24
+
+    @staticmethod
+    def generateNormal(generator, ptr, n, mean, stddev) -> None:  # noqa: N802 (CuPy's name)
+        if n % 2:
+            raise ValueError("cuRAND draws normal numbers in even counts")
+        COUNTS["launch"] += 1
+        COUNTS["launch:curand_normal"] += 1
+
+    generateNormalDouble = generateNormal  # noqa: N815
