@@ -958,11 +958,13 @@ class Executor:
 
     def _uploads(self, run: RemoteRun) -> list[DataNode]:
         """The values ``run`` gives back that only ``.gpu()`` copies take outside the part (no
-        CPU operator after it, no output; no conditional in the graph). Where there is one, the replies are unpacked
-        into pinned memory, and the copies upload those values from there with no staging
-        copy (``operators/_copy.py``, ``PinnedSamples``; BENCHMARKS.md, "Jasper validation's
-        audio into pinned memory"); the part's other values (NeMo's entry indices, a CPU
-        output) are views of the same memory, taken as any reply's."""
+        CPU operator after it, no output; no conditional in the graph; operators inside the
+        part, such as NeMo's ``nonsilent_region`` of the audio, ran in the processes). Where
+        there is one, the replies are unpacked into pinned memory, and the copies upload those
+        values from there with no staging copy (``operators/_copy.py``, ``PinnedSamples``;
+        BENCHMARKS.md, "Jasper validation's audio into pinned memory"); the part's other values
+        (NeMo's entry indices, a CPU output) are views of the same memory, taken as any
+        reply's."""
         if run.uploads is None:
             nodes = (*self.cpu_ops, *self.gpu_ops)
             outputs = {id(dn) for dn in self.outputs}
@@ -970,7 +972,7 @@ class Executor:
             if getattr(self.gpu_stage, "device_id", None) is not None and not any(
                 n.scope is not None for n in nodes
             ):
-                inside = {id(n) for n in run.nodes}  # (NeMo's nonsilent_region of the audio)
+                inside = {id(n) for n in run.nodes}
                 for dn in run.gives:
                     takers = [
                         n
