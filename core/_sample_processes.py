@@ -35,16 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ipc.process import HelperError, HelperProcess, HelperStartError, stop_all
-from ._ipc.regions import Region, locate, shared_keys
+from ._ipc.regions import MappedRegions, Region, locate
 from ._malloc import in_force as malloc_in_force
 from ._sample_server import (
     Chain,
-    MapRegion,
     Packed,
     Samples,
     SamplesDone,
     Step,
-    Unmap,
     pack,
     unpack,
 )
@@ -228,7 +226,7 @@ class _Line:
         self.reading = threading.Lock()
         self.tickets: collections.deque[_Ticket] = collections.deque()
         self.sent = 0
-        self.mapped: dict[tuple, bool] = {}  # region key -> whether the process maps it
+        self.mapped = MappedRegions()  # the regions the process maps (_maps)
 
     def submit(
         self, run: RemoteRun, items: list, alloc=None, shared: int = 0, views: list | None = None
@@ -272,18 +270,12 @@ class _Line:
         holding ``sending``: the answer comes after the replies before it, which are read
         into their tickets). Regions gone in the reader (a slot it dropped) are let go of
         when a new one is asked for."""
-        ok = self.mapped.get(region.key)
-        if ok is None:
-            live = shared_keys()
-            for key in [k for k in self.mapped if k not in live]:
-                del self.mapped[key]
-                self.helper.notify(Unmap(key))
+
+        def request(message):
             ticket = _Ticket()
             self.tickets.append(ticket)
             try:
-                self.helper.submit(
-                    MapRegion(region.key, region.path, region.offset, region.size, region.inode)
-                )
+                self.helper.submit(message)
             except BaseException as e:
                 ticket.error, ticket.done = e, True
                 self.tickets.remove(ticket)
@@ -291,8 +283,9 @@ class _Line:
             self.wait(ticket)
             if ticket.error is not None:
                 raise ticket.error
-            ok = self.mapped[region.key] = ticket.value is True
-        return ok
+            return ticket.value
+
+        return self.mapped.maps(region, self.helper.notify, request)
 
     def wait(self, ticket: _Ticket) -> None:
         """Read replies until ``ticket``'s has come."""
@@ -321,7 +314,7 @@ class _Line:
             if span is not None:
                 self.area.release(*span)
             raise
-        if type(reply) is not tuple:  # (a MapRegion's answer)
+        if type(reply) is not tuple:  # (a Map's answer)
             return reply
         body, spans, shared = reply
         if spans is None:  # on the pipe (too large for the memfd)

@@ -17,7 +17,7 @@ Messages:
   takes from outside the chain and each step's parameters (drawn by the pipeline), and send
   back the values the rest of the graph takes. The first failing sample ends the request; a
   sample an operator skips (``on_error="skip"``) is reported and the others go on.
-* :class:`MapRegion` -> bool, :class:`Unmap` (a notification): a read process's slot, mapped
+* ``_ipc.regions.Map`` -> bool, ``Unmap`` (a notification): a read process's slot, mapped
   here so that the samples' encoded bytes are read where the read process put them.
 
 On the pipe, a :class:`Samples` request is its ``wire()`` tuple, and the reply a tuple
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._ipc.regions import open_region
+from ._ipc.regions import Map, Unmap, open_region
 from .errors import SampleSkipped
 
 
@@ -80,7 +80,7 @@ class Samples:
     memfd the reply's arrays may use (each request in flight has its own); ``upload``: a
     span of the upload area to put them in first, if they fit (``_upload_area.py``).
     ``views``: values left out of ``items`` that lie in a region this process mapped
-    (:class:`MapRegion`), ``(value key, region key, offsets, sizes)``, one offset and size per
+    (``_ipc.regions.Map``), ``(value key, region key, offsets, sizes)``, one offset and size per
     item, in order: a read process's slot, whose bytes are read from there, not copied."""
 
     key: int
@@ -104,25 +104,6 @@ class Samples:
         return cls(
             key, items if spans is None else Packed(items, spans), want, region, upload, views
         )
-
-
-@dataclass(frozen=True)
-class MapRegion:
-    """Map another process's shared memory (``_ipc.regions.Region``: a read process's slot),
-    kept under ``key`` until :class:`Unmap`. Reply: whether it could."""
-
-    key: tuple
-    path: str
-    offset: int
-    size: int
-    inode: int
-
-
-@dataclass(frozen=True)
-class Unmap:
-    """Let go of the region ``key`` (gone in the process that shared it; a notification)."""
-
-    key: tuple
 
 
 @dataclass(frozen=True)
@@ -267,7 +248,7 @@ class Server:
         if isinstance(msg, Chain):
             self.chains[msg.key] = pickle.loads(msg.steps)
             return None
-        if isinstance(msg, MapRegion):
+        if isinstance(msg, Map):
             memory = open_region(msg.path, msg.offset, msg.size, msg.inode)
             if memory is not None:
                 self.regions[msg.key] = np.frombuffer(memory, np.uint8)

@@ -4,7 +4,9 @@ decode process decodes from without a copy.
 A *region* is a mapping of part of a memfd. :func:`share` records it; :func:`locate` finds the
 region that a batch's arrays are views of, and their offsets in it; :func:`open_region` maps it
 in another process by its ``/proc/PID/fd/FD`` path, checked by inode (a closed fd's number may
-name another file by then).
+name another file by then). :class:`Map` and :class:`Unmap` are the messages a helper that reads
+another process's regions (a decode server, a sample server) is sent, and
+:class:`MappedRegions` the sending side's record of its answers.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import mmap
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,3 +100,51 @@ def locate(arrays: list) -> tuple[Region, list[int]] | None:
             return None
         offsets.append(a.__array_interface__["data"][0] - region.start)
     return (region, offsets) if region is not None else None
+
+
+@dataclass(frozen=True)
+class Map:
+    """A request to a helper: map the region ``key`` (a ``Region``'s fields), kept until
+    :class:`Unmap`. Reply: whether it could (:func:`open_region`)."""
+
+    key: tuple
+    path: str
+    offset: int
+    size: int
+    inode: int
+
+    @classmethod
+    def of(cls, region: Region) -> Map:
+        return cls(region.key, region.path, region.offset, region.size, region.inode)
+
+
+@dataclass(frozen=True)
+class Unmap:
+    """A notification to a helper: let go of the region ``key`` (gone where it was shared)."""
+
+    key: tuple
+
+
+class MappedRegions:
+    """Which regions one helper process maps: asked once per region, and the regions gone in
+    the process that shared them (a slot a reader dropped, a reader closed) let go of when a
+    new one is asked for."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple, bool] = {}  # region key -> whether the helper maps it
+
+    def maps(self, region: Region, notify: Callable, request: Callable) -> bool:
+        """Whether the helper maps ``region``; ``notify(message)`` sends an :class:`Unmap`,
+        ``request(message)`` sends the :class:`Map` and returns the helper's answer."""
+        ok = self.answers.get(region.key)
+        if ok is None:
+            live = shared_keys()
+            for key in [k for k in self.answers if k not in live]:
+                del self.answers[key]
+                notify(Unmap(key))
+            ok = self.answers[region.key] = request(Map.of(region)) is True
+        return ok
+
+    def clear(self) -> None:
+        """The helper let go of every region (it went idle, or was started anew)."""
+        self.answers.clear()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._ipc.process import HelperError, HelperProcess, HelperStartError, supported
-from .._ipc.regions import locate, shared_keys
+from .._ipc.regions import MappedRegions, locate
 from .._ipc.slots import SlotPool
 from ..errors import PipelineError
 from ._decode_server import (
@@ -41,12 +41,10 @@ from ._decode_server import (
     Decode,
     Decoded,
     Drop,
-    Map,
     Open,
     Ping,
     TooSmall,
     Trim,
-    Unmap,
     UseEvent,
 )
 
@@ -132,7 +130,7 @@ class DecodeProcess:
         )
         self._next_slot = 0
         self._largest = 0  # the most bytes a batch took; new slots get a quarter more
-        self._mapped: dict = {}  # region key -> whether the server maps it (see _maps)
+        self._mapped = MappedRegions()  # the regions the server maps (see _maps)
         with cupy.cuda.Device(device_id):  # recorded by the server after each batch's copies
             self._event = cupy.cuda.Event(block=False, disable_timing=True, interprocess=True)
             self._helper.notify(UseEvent(cupy.cuda.runtime.ipcGetEventHandle(self._event.ptr)))
@@ -255,15 +253,7 @@ class DecodeProcess:
         the samples there: no copy into this process's memfd, which took 3-4 ms of a lane's
         time per batch on the H100. Asked once per region; regions gone in the reader (a slot
         it dropped, a reader closed) are let go of when a new one is asked for."""
-        ok = self._mapped.get(region.key)
-        if ok is None:
-            live = shared_keys()
-            for key in [k for k in self._mapped if k not in live]:
-                del self._mapped[key]
-                self._notify(Unmap(key))
-            message = Map(region.key, region.path, region.offset, region.size, region.inode)
-            ok = self._mapped[region.key] = bool(self._request(message))
-        return ok
+        return self._mapped.maps(region, self._notify, self._request)
 
     def _write(self, bufs: list[np.ndarray], sizes: list[int]) -> None:
         """The samples, back to back from the start of the memfd (``pwritev``: the GIL is

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._image_header import claimed_size, truncated_jpeg
-from .._ipc.regions import open_region
+from .._ipc.regions import Map, Unmap, open_region
 from ..kernels.copy import copy_batch, copy_descriptors
 
 ALIGN = 256
@@ -72,25 +72,6 @@ class Drop:
     """Close the mapping of buffer ``slot``."""
 
     slot: int
-
-
-@dataclass(frozen=True)
-class Map:
-    """Map another process's shared memory (a read process's slot, ``_ipc.regions.Region``),
-    kept under ``key`` until :class:`Unmap` or :class:`Trim`. Reply: whether it could."""
-
-    key: tuple
-    path: str
-    offset: int
-    size: int
-    inode: int
-
-
-@dataclass(frozen=True)
-class Unmap:
-    """Let go of the region ``key`` (gone in the process that shared it)."""
-
-    key: tuple
 
 
 @dataclass(frozen=True)

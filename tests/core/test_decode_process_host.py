@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from dlpipe._ipc.regions import Map, MappedRegions, Unmap
 from dlpipe.decoders import _decode_process
 from dlpipe.decoders._decode_server import (
     ALIGN,
@@ -19,12 +20,10 @@ from dlpipe.decoders._decode_server import (
     Decode,
     Decoded,
     Drop,
-    Map,
     Open,
     Ping,
     TooSmall,
     Trim,
-    Unmap,
     layout,
     pack,
     refusals,
@@ -177,7 +176,7 @@ def _client():
     proc = _decode_process.DecodeProcess.__new__(_decode_process.DecodeProcess)
     proc.cupy, proc.device_id, proc.who = _Cupy, 0, "decoders.image"
     proc._helper = helper = _Helper()
-    proc._dropped, proc._largest, proc._next_slot, proc._mapped = [], 0, 0, {}
+    proc._dropped, proc._largest, proc._next_slot, proc._mapped = [], 0, 0, MappedRegions()
     proc._pool = SlotPool(drop=functools.partial(_decode_process._drop, helper, proc._dropped))
     proc.failure = ""
     proc.sent = helper.sent
@@ -410,7 +409,7 @@ def test_samples_in_a_read_slot_are_decoded_where_they_lie():
             proc._helper.replies = [True, _decoded(1, 256)]
             proc.decode([np.frombuffer(other, np.uint8, count=8)], stream)
             assert [type(m).__name__ for m in proc.sent[-3:]] == ["Unmap", "Map", "Decode"]
-            assert proc.sent[-3] == Unmap(region.key) and list(proc._mapped) != [region.key]
+            assert proc.sent[-3] == Unmap(region.key) and list(proc._mapped.answers) != [region.key]
         finally:
             regions.unshare(other)
             os.close(other_fd)

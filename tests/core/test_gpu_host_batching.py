@@ -30,6 +30,20 @@ def _clear_kernel_caches() -> None:
                     attr.cache_clear()
 
 
+def _record_empty(monkeypatch, cupy) -> list:
+    """Every array the stand-in's ``cupy.empty`` makes from now on, in order."""
+    made = []
+    empty = cupy.empty
+
+    def recording_empty(shape, dtype=np.float32, order="C"):
+        a = empty(shape, dtype, order)
+        made.append(a)
+        return a
+
+    monkeypatch.setattr(cupy, "empty", recording_empty)
+    return made
+
+
 @pytest.fixture
 def fake_cupy(monkeypatch):
     if importlib.util.find_spec("cupy") is not None:
@@ -309,15 +323,7 @@ def test_normalize_statistics_share_one_allocation_without_overlap(fake_cupy, mo
 
     cupy = fake_cupy
     sent = _capture_uploads(monkeypatch, knorm)
-    made = []
-    empty = cupy.empty
-
-    def recording_empty(shape, dtype=np.float32, order="C"):
-        a = empty(shape, dtype, order)
-        made.append(a)
-        return a
-
-    monkeypatch.setattr(cupy, "empty", recording_empty)
+    made = _record_empty(monkeypatch, cupy)
     shapes = [(64, 90 + 7 * i) for i in range(5)]  # the speech features: (mel, time), ragged
     batch = SampleList.from_arrays([cupy.ndarray(sh, np.float32) for sh in shapes])
     op = Normalize(axes=[1], ddof=1)
@@ -469,15 +475,7 @@ def test_uploads_of_a_stage_batch_are_cut_from_one_arena(fake_cupy, monkeypatch)
     from dlpipe import kernels
 
     cupy = fake_cupy
-    made, copies = [], []
-    empty = cupy.empty
-
-    def recording_empty(shape, dtype=np.float32, order="C"):
-        a = empty(shape, dtype, order)
-        made.append(a)
-        return a
-
-    monkeypatch.setattr(cupy, "empty", recording_empty)
+    made, copies = _record_empty(monkeypatch, cupy), []
     monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda *a: copies.append(a))
     stream, other = cupy.cuda.Stream(), cupy.cuda.Stream()
     arena = kernels.Arena(stream)

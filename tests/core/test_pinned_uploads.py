@@ -171,21 +171,29 @@ def test_unpack_into_one_block_gives_the_same_arrays(start):
         assert np.shares_memory(x, blocks[0])
 
 
-@pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
-def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp_path):  # noqa: F811
-    """NeMo's graph: ``readers.nemo_asr`` (audio, entry index) decodes in the sample
-    processes; its audio, which only ``.gpu()`` takes, goes up from the upload area, and the
-    indices (a CPU output) come back as the threads' pipeline gives them."""
+def _nemo_manifest(tmp_path):
+    """Six utterances of 1.5-3 s (each above ``_copy.IN_PLACE_MIN_BYTES``: it goes up in
+    place) and their NeMo manifest."""
     import json
 
     entries = []
     for k in range(6):
         path = str(tmp_path / f"u{k}.wav")
-        seconds = 1.5 + 0.3 * k  # above _copy.IN_PLACE_MIN_BYTES: each goes up in place
+        seconds = 1.5 + 0.3 * k
         write_wav(path, to_pcm(speech_like(int(16000 * seconds), 16000, seed=k), 16), 16000)
         entries.append({"audio_filepath": path, "duration": seconds, "text": f"t{k}"})
     manifest = tmp_path / "manifest.json"
     manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return manifest
+
+
+@pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
+def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp_path):  # noqa: F811
+    """NeMo's graph: ``readers.nemo_asr`` (audio, entry index) decodes in the sample
+    processes; its audio, which only ``.gpu()`` takes, goes up from the upload area, and the
+    indices (a CPU output) come back as the threads' pipeline gives them."""
+
+    manifest = _nemo_manifest(tmp_path)
 
     def build(device_id):
         pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
@@ -228,16 +236,8 @@ def test_audio_a_cpu_operator_of_the_part_also_takes_goes_up_from_the_area(
     processes beside the reader, and outside them only ``.gpu()`` takes the audio. Taken
     inside the part does not count: the audio still goes up from the upload area, with no
     copy on the pipeline's side, and the region's bounds come back as the threads give them."""
-    import json
 
-    entries = []
-    for k in range(6):
-        path = str(tmp_path / f"u{k}.wav")
-        seconds = 1.5 + 0.3 * k
-        write_wav(path, to_pcm(speech_like(int(16000 * seconds), 16000, seed=k), 16), 16000)
-        entries.append({"audio_filepath": path, "duration": seconds, "text": f"t{k}"})
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    manifest = _nemo_manifest(tmp_path)
 
     def build(device_id):
         pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,

@@ -17,9 +17,9 @@ from test_sample_processes import assert_same_batches, batches, jasper_like, spe
 import dlpipe._sample_processes as sp
 from dlpipe._ipc import process as ipc_process
 from dlpipe._ipc import regions
-from dlpipe._ipc.regions import share, unshare
+from dlpipe._ipc.regions import Map, Unmap, share, unshare
 from dlpipe._sample_processes import RemoteRun
-from dlpipe._sample_server import MapRegion, Packed, Samples, Step, Unmap
+from dlpipe._sample_server import Packed, Samples, Step
 
 pytestmark = pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
 
@@ -85,7 +85,7 @@ def test_bytes_in_a_read_slot_are_read_there():
         for _ in range(2):
             items = [(i, {0: a}, [None]) for i, a in enumerate(slot.samples)]
             _check(procs.run(_run(990), items), slot.samples, mapped=True)
-        maps = [m for m in sent if isinstance(m, MapRegion)]
+        maps = [m for m in sent if isinstance(m, Map)]
         assert len(maps) == 3 and {m.key for m in maps} == {slot.region.key}  # once a process
         requests = [m for m in sent if isinstance(m, Samples)]
         assert requests and all(m.views and m.views[0][1] == slot.region.key for m in requests)
@@ -113,7 +113,7 @@ def test_a_region_the_process_cannot_map_is_copied(monkeypatch):
         procs.run(_run(991), items[:1])
         sent = _spy(procs)
         (line,) = procs._lines
-        assert line.mapped == {slot.region.key: True}
+        assert line.mapped.answers == {slot.region.key: True}
         unshare(slot.memory)  # the reader dropped the slot: the process unmaps it
         other = _Slot(6, seed=3)
         bad = dataclasses.replace(other.region, path="/proc/self/fd/99999")
@@ -122,9 +122,9 @@ def test_a_region_the_process_cannot_map_is_copied(monkeypatch):
             items = [(i, {0: a}, [None]) for i, a in enumerate(other.samples)]
             for _ in range(2):
                 _check(procs.run(_run(991), items), other.samples, mapped=False)
-            assert [type(m) for m in sent].count(MapRegion) == 1
+            assert [type(m) for m in sent].count(Map) == 1
             assert [m.key for m in sent if isinstance(m, Unmap)] == [slot.region.key]
-            assert line.mapped == {bad.key: False}
+            assert line.mapped.answers == {bad.key: False}
         finally:
             other.close()
     finally:
@@ -236,7 +236,7 @@ def test_a_region_asked_for_behind_requests_in_flight():
         first = procs.submit(_run(993), [(i, {0: a}, [None]) for i, a in enumerate(own)])
         second = procs.submit(_run(993), [(i, {0: a}, [None]) for i, a in enumerate(slot.samples)])
         (line,) = procs._lines
-        assert line.mapped == {slot.region.key: True}
+        assert line.mapped.answers == {slot.region.key: True}
         _check(second.result(), slot.samples, mapped=True)
         _check(first.result(), own, mapped=False)
     finally:

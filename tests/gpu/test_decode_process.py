@@ -75,12 +75,12 @@ def test_batches_are_decoded_where_the_reader_put_them_or_through_a_copy(root, m
     in_place = _decode_pipe(root, **kw)
     a = [_host(in_place.run()[0]) for _ in range(6)]
     procs = _procs(in_place)._procs
-    assert any(p._mapped for p in procs)  # the servers mapped the read processes' slots
-    assert all(ok is True for p in procs for ok in p._mapped.values())
+    assert any(p._mapped.answers for p in procs)  # the servers mapped the read processes' slots
+    assert all(ok is True for p in procs for ok in p._mapped.answers.values())
     monkeypatch.setattr(_decode_process, "locate", lambda bufs: None)  # as if not found
     copied = _decode_pipe(root, **kw)
     b = [_host(copied.run()[0]) for _ in range(6)]
-    assert not any(p._mapped for p in _procs(copied)._procs)
+    assert not any(p._mapped.answers for p in _procs(copied)._procs)
     for x, y in zip(sum(a, []), sum(b, []), strict=True):
         np.testing.assert_array_equal(x, y)
     in_place.close()
