@@ -187,6 +187,22 @@ def _nemo_manifest(tmp_path):
     return manifest
 
 
+def _nemo_pipe(manifest, device_id, more):
+    """NeMo's reader (audio, entry index) of ``manifest``, batches of 3, synchronous, in
+    sample processes when on a GPU; outputs: the audio (copied to the GPU when there is one)
+    and ``more(audio, idx)``."""
+    pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
+                    exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
+                    runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
+    with pipe:
+        audio, idx = fn.readers.nemo_asr(manifest_filepaths=[str(manifest)],
+                                         read_sample_rate=False, read_text=False,
+                                         read_idxs=True, random_shuffle=True, name="Reader")  # fmt: skip
+        pipe.set_outputs(audio.gpu() if device_id is not None else audio, *more(audio, idx))
+    pipe.build()
+    return pipe
+
+
 @pytest.mark.skipif(not ipc_process.supported(), reason="helpers need Linux memfd")
 def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp_path):  # noqa: F811
     """NeMo's graph: ``readers.nemo_asr`` (audio, entry index) decodes in the sample
@@ -196,16 +212,7 @@ def test_nemo_reader_decodes_in_the_sample_processes(fake_cupy, monkeypatch, tmp
     manifest = _nemo_manifest(tmp_path)
 
     def build(device_id):
-        pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
-                        exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
-                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
-        with pipe:
-            audio, idx = fn.readers.nemo_asr(manifest_filepaths=[str(manifest)],
-                                             read_sample_rate=False, read_text=False,
-                                             read_idxs=True, random_shuffle=True, name="Reader")  # fmt: skip
-            pipe.set_outputs(audio.gpu() if device_id is not None else audio, idx)
-        pipe.build()
-        return pipe
+        return _nemo_pipe(manifest, device_id, lambda audio, idx: (idx,))
 
     want_audio, want_idx = [], []
     cpu = build(None)
@@ -240,17 +247,9 @@ def test_audio_a_cpu_operator_of_the_part_also_takes_goes_up_from_the_area(
     manifest = _nemo_manifest(tmp_path)
 
     def build(device_id):
-        pipe = Pipeline(batch_size=3, num_threads=2, device_id=device_id, seed=5,
-                        exec_async=False, exec_pipelined=False, prefetch_queue_depth=1,
-                        runtime=RuntimeOptions(sample_processes=device_id is not None))  # fmt: skip
-        with pipe:
-            audio, _ = fn.readers.nemo_asr(manifest_filepaths=[str(manifest)],
-                                           read_sample_rate=False, read_text=False,
-                                           read_idxs=True, random_shuffle=True)  # fmt: skip
-            begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
-            pipe.set_outputs(audio.gpu() if device_id is not None else audio, begin, length)
-        pipe.build()
-        return pipe
+        return _nemo_pipe(
+            manifest, device_id, lambda audio, idx: fn.nonsilent_region(audio, cutoff_db=-60)
+        )
 
     want_audio, want_roi = [], []
     cpu = build(None)
