@@ -80,7 +80,7 @@ class Recorder:
 
         def raw_alloc(nbytes):  # (``kernels._batch.device_empty``'s size classes)
             p = alloc(nbytes)
-            rec.allocs.append([p.ptr, max(int(nbytes), 1), rec._uploading, None])
+            rec.allocs.append([p.ptr, max(int(nbytes), 1), rec._uploading])
             return p
 
         def descriptor_upload(host, stream):

@@ -2,8 +2,9 @@
 
 The spectrogram frames every sample's windows into one (windows, nfft) buffer, transforms it
 with batched cuFFT R2C plans of fixed sizes (:func:`rfft_rows`) and writes each sample's power
-spectrum in its layout. Mel filter banks and DCTs (mfcc) are a matrix applied along one axis of every sample.
-The operators do the host-side checks and shape arithmetic and pass plain values here.
+spectrum in its layout. Mel filter banks and DCTs (mfcc) are a matrix applied along one axis
+of every sample. The operators do the host-side checks and shape arithmetic and pass plain
+values here.
 """
 
 from __future__ import annotations

@@ -50,9 +50,8 @@ def broadcast_strides(param_shapes: np.ndarray) -> np.ndarray:
     statistics of samples that differ only along the reduced axes, or one given tensor)
     computes one memoised row, repeated."""
     shapes = np.asarray(param_shapes, np.int64)
-    if len(shapes) > 1 and uniform_rows(shapes):
-        return np.broadcast_to(_broadcast_row(shapes[0].tobytes()), shapes.shape)
-    return _broadcast_strides(shapes)
+    rows = _strides_rows(shapes)
+    return np.broadcast_to(rows, shapes.shape) if rows.ndim == 1 else rows
 
 
 def _strides_rows(param_shapes: np.ndarray) -> np.ndarray:

@@ -213,7 +213,8 @@ class Spectrogram(Operator):
         return np.ascontiguousarray(out.T) if self.layout == "ft" else out
 
     def run_batch(self, inputs, args, params, stream):
-        """GPU: frames of the whole batch, one batched cuFFT, one launch writing the spectra."""
+        """GPU: frames of the whole batch, batched cuFFT plans made once per size
+        (``kernels.audio.rfft_rows``), one launch writing the spectra."""
         s = contiguous(inputs[0])
         if len(s) and s.dtype != np.float32:
             raise ArgumentError(f"{self.schema}: the input must be float32, got {s.dtype}")
